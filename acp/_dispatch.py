@@ -1,0 +1,231 @@
+"""Pure frame parsing shared by every path: `session/update` -> AcpEvent, kiro refusal metadata ->
+RefusalInfo, and redaction of credentials and links in text that reaches a person or a log.
+
+Nothing here raises on unexpected shapes: an unknown variant or content type is skipped (None),
+because agents add variants faster than clients learn them."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from acp.types import (
+    AcpEvent,
+    EventKind,
+    PermissionOption,
+    PermissionRequest,
+    RefusalInfo,
+    ToolCall,
+    UsageInfo,
+    normalize_option_kind,
+)
+
+log = logging.getLogger(__name__)
+
+_TEXT = EventKind.TEXT
+
+REFUSAL_CATEGORY_MAX = 64
+REFUSAL_EXPLANATION_MAX = 600
+REFUSAL_MODEL_MAX = 128
+
+_RE_SECRET = re.compile(
+    r"(?:"
+    r"sk-(?:ant-)?[A-Za-z0-9_\-]{8,}"  # Anthropic / OpenAI keys
+    r"|xox[abposr]-[A-Za-z0-9\-]{8,}|xapp-[A-Za-z0-9\-]{8,}"  # Slack
+    r"|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"  # Telegram bot token
+    r"|\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}\b"  # Discord
+    r"|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"  # AWS access key id
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}\b"
+    r"|\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"  # JWT
+    r")"
+)
+_RE_SECRET_ASSIGNMENT = re.compile(
+    r"(?i)\b((?:bearer|authorization|api[_-]?key|x-api-key|token|secret|password|session[_-]?token)"
+    r"[\"']?\s*[:=]?\s*[\"']?)([A-Za-z0-9_\-./+=]{12,})"
+)
+_RE_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?)://[^\s<>\"')\]]+")
+
+
+def redact(text: str) -> str:
+    """Remove credentials; keep the surrounding words so the sentence still reads."""
+    text = _RE_SECRET.sub("[redacted]", text)
+    return _RE_SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def redact_links(text: str) -> str:
+    """Credentials and every link: a link in provider text can smuggle data out when clicked."""
+    return _RE_URL.sub("[link removed]", redact(text))
+
+
+def _clean_field(value: Any, limit: int) -> str:
+    if not isinstance(value, str):
+        return ""
+    cleaned = " ".join(redact_links(value).split())
+    if len(cleaned) > limit:
+        cleaned = cleaned[: limit - 1].rstrip() + "…"
+    return cleaned
+
+
+def parse_refusal(params: Any) -> RefusalInfo | None:
+    """kiro's `_kiro.dev/metadata`: a refusal iff stopReason is CONTENT_FILTERED or a refusal
+    object is present (top level or under stopDetails)."""
+    if not isinstance(params, dict):
+        return None
+    refusal = params.get("refusal")
+    stop_details = params.get("stopDetails")
+    if not isinstance(refusal, dict) and isinstance(stop_details, dict):
+        refusal = stop_details.get("refusal")
+    stop_reason = params.get("stopReason")
+    if not isinstance(stop_reason, str) and isinstance(stop_details, dict):
+        stop_reason = stop_details.get("stopReason")
+    filtered = isinstance(stop_reason, str) and stop_reason.strip().upper() == "CONTENT_FILTERED"
+    if not filtered and not isinstance(refusal, dict):
+        return None
+    fields = refusal if isinstance(refusal, dict) else {}
+    return RefusalInfo(
+        category=_clean_field(fields.get("category"), REFUSAL_CATEGORY_MAX),
+        explanation=_clean_field(fields.get("explanation"), REFUSAL_EXPLANATION_MAX),
+        recommended_model=_clean_field(fields.get("recommendedModel"), REFUSAL_MODEL_MAX),
+    )
+
+
+def _content_text(content: Any) -> tuple[str, bool] | None:
+    """(text, is_thought) of a ContentBlock, or None for blocks we do not show."""
+    if not isinstance(content, dict):
+        return None
+    kind = content.get("type")
+    text = content.get("text")
+    if kind == "text" and isinstance(text, str):
+        return text, False
+    if kind in ("thinking", "reasoning"):
+        thought = text if isinstance(text, str) else content.get("thinking")
+        return (thought, True) if isinstance(thought, str) else None
+    if kind == "resource_link":
+        name = content.get("name") or content.get("uri") or ""
+        return (f"[{name}]", False) if name else None
+    return None
+
+
+def _parse_tool(update: dict[str, Any]) -> ToolCall | None:
+    tool_call_id = update.get("toolCallId")
+    if not isinstance(tool_call_id, str):
+        return None
+    locations = []
+    for location in update.get("locations") or ():
+        if isinstance(location, dict) and isinstance(location.get("path"), str):
+            locations.append(location["path"])
+    return ToolCall(
+        tool_call_id=tool_call_id,
+        title=str(update.get("title") or ""),
+        kind=str(update.get("kind") or ""),
+        status=str(update.get("status") or ""),
+        raw_input=update.get("rawInput"),
+        locations=tuple(locations),
+    )
+
+
+def parse_update(params: dict[str, Any]) -> AcpEvent | None:
+    """One `session/update` notification -> one event, or None to skip it."""
+    update = params.get("update")
+    if not isinstance(update, dict):
+        return None
+    variant = update.get("sessionUpdate")
+    if variant == "agent_message_chunk":
+        # the streaming hot path: a plain text block (what _content_text would return as such)
+        content = update.get("content")
+        if isinstance(content, dict) and content.get("type") == "text":
+            text = content.get("text")
+            if isinstance(text, str):
+                message_id = update.get("messageId")
+                return AcpEvent(
+                    _TEXT, text=text, message_id=message_id if isinstance(message_id, str) else None
+                )
+    if variant == "agent_message_chunk" or variant == "agent_thought_chunk":
+        parsed = _content_text(update.get("content"))
+        if parsed is None:
+            flat = update.get("text")  # older kiro sent the text flat
+            if not isinstance(flat, str):
+                return None
+            parsed = (flat, False)
+        text, is_thought = parsed
+        kind = (
+            EventKind.THOUGHT if is_thought or variant == "agent_thought_chunk" else EventKind.TEXT
+        )
+        message_id = update.get("messageId")
+        return AcpEvent(
+            kind, text=text, message_id=message_id if isinstance(message_id, str) else None
+        )
+    if variant == "tool_call" or variant == "tool_call_update":
+        tool = _parse_tool(update)
+        if tool is None:
+            return None
+        kind = EventKind.TOOL_CALL if variant == "tool_call" else EventKind.TOOL_UPDATE
+        return AcpEvent(kind, tool=tool, raw=update)
+    if variant == "plan":
+        return AcpEvent(EventKind.PLAN, raw=update)
+    if variant == "usage_update":
+        used, size = update.get("used"), update.get("size")
+        usage = UsageInfo(
+            used=used if isinstance(used, int) else None,
+            size=size if isinstance(size, int) else None,
+        )
+        return AcpEvent(EventKind.USAGE, usage=usage, raw=update)
+    if variant == "available_commands_update":
+        names = [
+            command["name"]
+            for command in update.get("availableCommands") or ()
+            if isinstance(command, dict) and isinstance(command.get("name"), str)
+        ]
+        return AcpEvent(EventKind.COMMANDS, commands=tuple(names), raw=update)
+    if variant == "session_info_update":
+        return AcpEvent(EventKind.SESSION_INFO, raw=update)
+    if variant in ("user_message_chunk", "current_mode_update", "config_option_update"):
+        return None
+    log.debug("skipping unknown session/update variant %r", variant)
+    return None
+
+
+def parse_permission_request(params: dict[str, Any]) -> PermissionRequest:
+    tool = _parse_tool(params.get("toolCall") or {}) or ToolCall(tool_call_id="")
+    options = []
+    for raw in params.get("options") or ():
+        if not isinstance(raw, dict):
+            continue
+        option_id = raw.get("optionId", raw.get("id"))
+        if not isinstance(option_id, str):
+            continue
+        name = raw.get("name", raw.get("label"))
+        kind = raw.get("kind")
+        options.append(
+            PermissionOption(
+                option_id=option_id,
+                name=name if isinstance(name, str) else option_id,
+                kind=normalize_option_kind(kind if isinstance(kind, str) else option_id),
+            )
+        )
+    session_id = params.get("sessionId")
+    return PermissionRequest(
+        session_id=session_id if isinstance(session_id, str) else "",
+        tool=tool,
+        options=tuple(options),
+    )
+
+
+def codex_thread_status(update: dict[str, Any]) -> str | None:
+    """codex reports provider failures as thread status `systemError` in session_info_update."""
+    meta = update.get("_meta")
+    if not isinstance(meta, dict):
+        return None
+    codex = meta.get("codex")
+    if not isinstance(codex, dict):
+        return None
+    status = codex.get("threadStatus")
+    if isinstance(status, dict) and isinstance(status.get("type"), str):
+        return str(status["type"])
+    return None
+
+
+def kiro_context_percent(params: dict[str, Any]) -> float | None:
+    value = params.get("contextUsagePercentage")
+    return float(value) if isinstance(value, int | float) else None

@@ -1,0 +1,320 @@
+"""One prompt turn on one session: read its inbox in arrival order and turn frames into events,
+until the agent answers `session/prompt` (or dies, or the time runs out).
+
+Backend quirks live here because they decide how a turn ends: kiro's structured refusal and the
+bare -32603 that follows it, kiro's "Tool uses were interrupted" idle state, codex failures that
+arrive as a `systemError` status plus a text chunk, and claude echoing its error text as a chunk
+before the error itself."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+
+from acp._dispatch import codex_thread_status, kiro_context_percent, parse_refusal, parse_update
+from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, Backend
+from acp.errors import AcpError, AcpProcessDied, AcpTimeoutError
+from acp.session_handle import (
+    AcpRequestTimeout,
+    AcpRuntimeError,
+    RpcReply,
+    SessionHandle,
+    SessionInbox,
+)
+from acp.types import (
+    STOP_REASON_CANCELLED,
+    STOP_REASON_END_TURN,
+    STOP_REASON_REFUSAL,
+    AcpEvent,
+    AcpPromptStats,
+    EventKind,
+    PendingPermission,
+    RefusalInfo,
+    UsageInfo,
+)
+
+log = logging.getLogger(__name__)
+
+KIRO_INTERRUPTED = "Tool uses were interrupted, waiting for the next user prompt"
+_TEXT = EventKind.TEXT
+_TOOL_CALL = EventKind.TOOL_CALL
+
+ErrorFactory = Callable[[dict[str, Any], str], AcpError]
+
+
+def _deliver_to(inbox: SessionInbox) -> Callable[[RpcReply | AcpRuntimeError], None]:
+    """Route a request's reply into the session's ordered inbox, behind the frames before it."""
+
+    def deliver(reply: RpcReply | AcpRuntimeError) -> None:
+        inbox.push(("r", reply) if isinstance(reply, RpcReply) else ("d", reply))
+
+    return deliver
+
+
+class PromptTurn:
+    def __init__(
+        self,
+        *,
+        handle: SessionHandle,
+        inbox: SessionInbox,
+        session_id: str,
+        backend: Backend,
+        timeout: float | None,
+        cancel_grace: float,
+        classify: ErrorFactory,
+        looks_like_error: Callable[[str], bool],
+        stderr_tail: Callable[[], str],
+    ) -> None:
+        self.handle = handle
+        self.inbox = inbox
+        self.session_id = session_id
+        self.backend = backend
+        self.timeout = timeout
+        self.cancel_grace = cancel_grace
+        self.classify = classify
+        self.looks_like_error = looks_like_error
+        self.stderr_tail = stderr_tail
+        self.text_parts: list[str] = []
+        self.tool_calls = 0
+        self.refusal: RefusalInfo | None = None
+        self.cancel_sent = False
+        self.answered_cancelled = False
+        self.pending: list[PendingPermission] = []
+        self._system_error = False
+        self._held: list[AcpEvent] = []
+        self._request_id: int | None = None
+
+    @property
+    def partial_output(self) -> str:
+        return "".join(self.text_parts)
+
+    @property
+    def activity(self) -> bool:
+        """Whether the agent visibly acted on the prompt (so resending it is unsafe)."""
+        return self.tool_calls > 0 or any(part.strip() for part in self.text_parts)
+
+    # ---- control ----------------------------------------------------------------------------
+    async def cancel(self) -> None:
+        """session/cancel once, then answer every pending permission `cancelled` (ACP rule)."""
+        if not self.cancel_sent:
+            self.cancel_sent = True
+            try:
+                await self.handle.notify("session/cancel", {"sessionId": self.session_id})
+            except AcpRuntimeError:
+                log.debug("cancel not sent: the agent is gone")
+        for pending in self.pending:
+            if not pending.answered:
+                self.answered_cancelled = True
+                pending.respond(None)
+
+    async def ask_permission(self, pending: PendingPermission) -> str | None:
+        if self.cancel_sent:
+            return None
+        self.pending.append(pending)
+        self.inbox.push(("p", pending))
+        answer = await pending.wait()
+        if answer is None:
+            self.answered_cancelled = True
+        return answer
+
+    # ---- the turn ---------------------------------------------------------------------------
+    async def run(self, text: str) -> AsyncIterator[AcpEvent]:
+        inbox = self.inbox
+        inbox.items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
+        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        self._request_id = await self.handle.send_request(
+            "session/prompt", params, _deliver_to(inbox)
+        )
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        grace_deadline: float | None = None
+        timed_out = False
+        held: AcpEvent | None = None  # a chunk that may be the echo of the error to come
+        echoes_errors = self.backend.name == "claude"
+        structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
+        items = inbox.items
+        try:
+            while True:
+                if not items:
+                    limit = grace_deadline if grace_deadline is not None else deadline
+                    if limit is None:
+                        await inbox.wait()
+                    else:
+                        with anyio.move_on_after(max(0.0, limit - time.monotonic())):
+                            await inbox.wait()
+                    if not items:
+                        if grace_deadline is not None:
+                            break  # no answer to the cancel within the grace period
+                        timed_out = True
+                        await self.cancel()
+                        grace_deadline = time.monotonic() + self.cancel_grace
+                        continue
+                item = items.popleft()
+                tag = item[0]
+                if tag != "r" and held is not None:
+                    self.text_parts.append(held.text)
+                    yield held
+                    held = None
+                if tag == "n":
+                    event = self._on_notification(item[1], item[2], structured)
+                    if event is None:
+                        continue
+                    kind = event.kind
+                    if kind is _TEXT:
+                        if self._system_error:
+                            self._held.append(event)
+                            continue
+                        if event.text.strip() == KIRO_INTERRUPTED:
+                            yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
+                            return
+                        if echoes_errors and self.looks_like_error(event.text):
+                            held = event
+                            continue
+                        self.text_parts.append(event.text)
+                    elif kind is _TOOL_CALL:
+                        self.tool_calls += 1
+                    elif kind is EventKind.SESSION_INFO and event.raw is not None:
+                        status = codex_thread_status(event.raw)
+                        if status == "systemError":
+                            self._system_error = True
+                        elif status == "active" and self._system_error:
+                            self._system_error = False  # it recovered: the text was output
+                            for held_event in self._release_held():
+                                yield held_event
+                    yield event
+                elif tag == "p":
+                    started = time.monotonic()
+                    yield AcpEvent(EventKind.PERMISSION, permission=item[1])
+                    if deadline is not None:  # time spent with a person is not agent time
+                        deadline += time.monotonic() - started
+                elif tag == "r":
+                    reply: RpcReply = item[1]
+                    if timed_out:
+                        raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
+                    if reply.error is None:
+                        if held is not None:
+                            self.text_parts.append(held.text)
+                            yield held
+                        result = reply.result if isinstance(reply.result, dict) else {}
+                        self._raise_codex_failure(result)
+                        for held_event in self._release_held():
+                            yield held_event
+                        yield self._stats_event(result)
+                        return
+                    if self.refusal is not None and not reply.error.get("data"):
+                        # kiro ends a refusal with a bare -32603: that is the refusal's end
+                        yield self._terminal(STOP_REASON_REFUSAL, None)
+                        return
+                    raise self.classify(reply.error, self.partial_output)
+                elif tag == "d":
+                    if timed_out:
+                        raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
+                    cause: AcpRuntimeError = item[1]
+                    raise AcpProcessDied(
+                        getattr(cause, "returncode", None),
+                        ambiguous_delivery=self.activity,
+                        stderr_tail=self.stderr_tail(),
+                        partial_output=self.partial_output,
+                    ) from cause
+            if timed_out:
+                raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
+            yield self._terminal(STOP_REASON_CANCELLED, None)
+        finally:
+            if self._request_id is not None:
+                self.handle.forget(self._request_id)
+            for pending in self.pending:
+                if not pending.answered:
+                    pending.respond(None)
+
+    def _on_notification(self, method: str, params: Any, structured: bool) -> AcpEvent | None:
+        if method == "session/update":
+            return parse_update(params)
+        if structured and method == "_kiro.dev/metadata" and isinstance(params, dict):
+            refusal = parse_refusal(params)
+            if refusal is not None:
+                self.refusal = refusal
+                return AcpEvent(EventKind.REFUSAL, refusal=refusal, raw=params)
+            percent = kiro_context_percent(params)
+            if percent is not None:
+                return AcpEvent(EventKind.USAGE, usage=UsageInfo(percent=percent), raw=params)
+        return None
+
+    def _release_held(self) -> list[AcpEvent]:
+        held, self._held = self._held, []
+        self.text_parts.extend(event.text for event in held)
+        return held
+
+    def _raise_codex_failure(self, result: dict[str, Any]) -> None:
+        """codex: after a systemError status, the text chunk is the failure itself when the turn
+        ends with `usage: null`."""
+        if self._system_error and self._held and "usage" in result and result["usage"] is None:
+            message = "".join(event.text for event in self._held).strip()
+            self._held = []
+            raise self.classify(
+                {"code": -32603, "message": "Internal error", "data": message},
+                self.partial_output,
+            )
+
+    def _stats_event(self, result: dict[str, Any]) -> AcpEvent:
+        stop_reason = result.get("stopReason")
+        if not isinstance(stop_reason, str) or not stop_reason:
+            stop_reason = STOP_REASON_END_TURN
+        if stop_reason == STOP_REASON_REFUSAL and self.refusal is None:
+            if self.answered_cancelled or self.cancel_sent:
+                # kiro reports a turn we cancelled (or whose tool we answered `cancelled`) as
+                # a refusal: that was us, not the model
+                stop_reason = STOP_REASON_CANCELLED
+            else:
+                self.refusal = RefusalInfo()
+        usage = result.get("usage")
+        return self._terminal(stop_reason, usage if isinstance(usage, dict) else None)
+
+    def _terminal(
+        self, stop_reason: str, usage: dict[str, Any] | None, *, interrupted: bool = False
+    ) -> AcpEvent:
+        stats = AcpPromptStats(
+            stop_reason=stop_reason,
+            usage=usage,
+            refusal=self.refusal,
+            text_chars=sum(len(part) for part in self.text_parts),
+            tool_calls=self.tool_calls,
+            interrupted=interrupted,
+        ).terminal_refusal()
+        return AcpEvent(EventKind.TERMINAL, stats=stats)
+
+    # ---- session/load ------------------------------------------------------------------------
+    @staticmethod
+    async def load(
+        handle: SessionHandle,
+        session_id: str,
+        params: dict[str, Any],
+        *,
+        idle_timeout: float,
+        hard_timeout: float,
+    ) -> RpcReply:
+        """Send session/load and swallow the replayed history. Each replayed frame extends the
+        deadline (a long history is slow, not stuck), up to a hard cap; an unknown id may hang."""
+        inbox = handle.open_inbox(session_id)
+        inbox.items.clear()
+        request_id = await handle.send_request("session/load", params, _deliver_to(inbox))
+        hard_deadline = time.monotonic() + hard_timeout
+        try:
+            while True:
+                limit = min(time.monotonic() + idle_timeout, hard_deadline)
+                with anyio.move_on_after(max(0.0, limit - time.monotonic())):
+                    await inbox.wait()
+                if not inbox.items:
+                    raise AcpRequestTimeout("session/load", idle_timeout)
+                while inbox.items:
+                    item = inbox.items.popleft()
+                    if item[0] == "r":
+                        reply: RpcReply = item[1]
+                        return reply
+                    if item[0] == "d":
+                        raise item[1]
+        finally:
+            handle.forget(request_id)
+            inbox.items.clear()

@@ -1,0 +1,87 @@
+"""One descriptor per backend: how to start it, which handshake dialect it speaks, how its user
+signs in, how its tool calls are routed to us, and whether it sends structured refusals."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class GateRoute(StrEnum):
+    """How a backend can be made to ask before every tool call."""
+
+    FLAGS = "flags"  # asks unless its command line trusts tools (kiro)
+    MODE = "mode"  # asks only in one session mode, set after session/new
+    UNVERIFIED = "unverified"  # nothing known: refuse unless the operator opts out
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    name: str
+    label: str
+    default_command: tuple[str, ...]
+    protocol_version: int | str
+    sign_in: str
+    gate_route: GateRoute
+    gate_mode: str = ""
+    trusting_flags: tuple[str, ...] = ()
+    kiro_session_meta: bool = False
+
+    def command(self, override: str = "") -> list[str]:
+        """The argv to spawn: the operator's command line if given, else the preset's."""
+        if override.strip():
+            return shlex.split(override)
+        return list(self.default_command)
+
+
+KIRO = Backend(
+    name="kiro",
+    label="kiro-cli",
+    default_command=("kiro-cli", "acp"),
+    protocol_version="2025-08-22",
+    sign_in="run `kiro-cli login` on the agent's host (check with `kiro-cli whoami`)",
+    gate_route=GateRoute.FLAGS,
+    trusting_flags=("--trust-all-tools", "--trust-tools"),
+    kiro_session_meta=True,
+)
+CLAUDE = Backend(
+    name="claude",
+    label="claude-agent-acp",
+    default_command=("claude-agent-acp",),
+    protocol_version=1,
+    sign_in="run `claude /login` on the agent's host, or set ANTHROPIC_API_KEY for the agent",
+    gate_route=GateRoute.MODE,
+    gate_mode="default",
+)
+CODEX = Backend(
+    name="codex",
+    label="codex-acp",
+    default_command=("codex-acp",),
+    protocol_version=1,
+    sign_in="run `codex login` on the agent's host, or set OPENAI_API_KEY (or CODEX_API_KEY) "
+    "for the agent",
+    gate_route=GateRoute.MODE,
+    gate_mode="read-only",
+)
+GENERIC = Backend(
+    name="generic",
+    label="the ACP agent",
+    default_command=(),
+    protocol_version=1,
+    sign_in="sign the agent in as its documentation describes",
+    gate_route=GateRoute.UNVERIFIED,
+)
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (KIRO, CLAUDE, CODEX, GENERIC)}
+
+# Backends whose refusals arrive as structured metadata rather than a bare stop reason.
+ACP_BACKENDS_STRUCTURED_REFUSAL = frozenset({"kiro"})
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        known = ", ".join(sorted(BACKENDS))
+        raise ValueError(f"unknown agent {name!r}; known agents: {known}") from None

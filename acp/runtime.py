@@ -1,0 +1,356 @@
+"""`AcpRuntime`: one agent process bound to one (backend, workspace).
+
+The executable is resolved before spawning. The process runs in its own process group (agents
+fork children: kiro-cli-chat, native codex/claude binaries, MCP servers), its stderr is drained
+continuously into a bounded ring buffer (a full pipe would block the agent), and shutdown walks
+the ladder: close stdin, wait, SIGTERM the group, SIGKILL the group."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any, Generic, TypeVar, cast
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from acp.backends import Backend
+from acp.session_handle import (
+    DEFAULT_MAX_LINE_BYTES,
+    AcpRuntimeDead,
+    AcpRuntimeError,
+    RpcReply,
+    SessionHandle,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CLIENT_NAME = "switchboard"
+CLIENT_VERSION = "0.1.0"
+STDERR_TAIL_BYTES = 64 * 1024
+
+# Switchboard's own credentials never reach an agent (it runs whatever the model asks).
+_RE_OWN_SECRET = re.compile(r"^SWITCHBOARD_.*(TOKEN|SECRET|PASSWORD|KEY)", re.IGNORECASE)
+
+
+class AcpSpawnFailed(AcpRuntimeError):
+    def __init__(self, command: str, reason: str) -> None:
+        self.command = command
+        self.reason = reason
+        super().__init__(
+            f"Could not start the agent: {command!r} {reason}. Install it, or point Switchboard "
+            "at another command with --agent-command or SWITCHBOARD_AGENT_COMMAND."
+        )
+
+
+class AcpWorkspaceBindingError(AcpRuntimeError):
+    def __init__(self, bound: Path, requested: Path) -> None:
+        self.bound = bound
+        self.requested = requested
+        super().__init__(
+            f"This agent process works in {bound}; a session for {requested} needs its own."
+        )
+
+
+def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if not _RE_OWN_SECRET.match(k)}
+
+
+def resolve_executable(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    if not argv or not argv[0]:
+        raise AcpSpawnFailed("", "is empty: no agent command is configured")
+    program = argv[0]
+    if os.sep in program:
+        path = Path(program)
+        if not path.is_file():
+            raise AcpSpawnFailed(program, "was not found")
+        if not os.access(path, os.X_OK):
+            raise AcpSpawnFailed(program, "is not executable")
+        return [str(path), *argv[1:]]
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise AcpSpawnFailed(program, "was not found on PATH")
+    return [found, *argv[1:]]
+
+
+class StderrTail:
+    """The last few KiB of the agent's stderr, for error reports and logs."""
+
+    def __init__(self, max_bytes: int = STDERR_TAIL_BYTES) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._max = max_bytes
+
+    def add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        while self._size > self._max and len(self._chunks) > 1:
+            self._size -= len(self._chunks.popleft())
+
+    def text(self, max_lines: int = 20) -> str:
+        data = b"".join(self._chunks)[-self._max :]
+        lines = data.decode("utf-8", "replace").splitlines()
+        return "\n".join(lines[-max_lines:])
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSpec:
+    backend: Backend
+    argv: tuple[str, ...]
+    workspace: Path
+    env: Mapping[str, str] = field(default_factory=agent_environment)
+    request_timeout: float = 30.0
+    initialize_timeout: float = 90.0
+    shutdown_grace: float = 2.0
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
+class AcpRuntime:
+    def __init__(self, spec: RuntimeSpec, process: anyio.abc.Process) -> None:
+        self.spec = spec
+        self.process = process
+        self.stderr = StderrTail()
+        assert process.stdin is not None and process.stdout is not None
+        self.handle = SessionHandle(
+            process.stdin,
+            process.stdout,
+            max_line_bytes=spec.max_line_bytes,
+            death_cause=self._death_cause,
+        )
+        self.agent_capabilities: dict[str, Any] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.auth_methods: list[Any] = []
+
+    @property
+    def backend(self) -> Backend:
+        return self.spec.backend
+
+    @property
+    def workspace(self) -> Path:
+        return self.spec.workspace
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.handle.dead is None and self.process.returncode is None
+
+    @property
+    def supports_load(self) -> bool:
+        return bool(self.agent_capabilities.get("loadSession"))
+
+    def check_workspace(self, requested: Path) -> None:
+        if requested.resolve() != self.workspace.resolve():
+            raise AcpWorkspaceBindingError(self.workspace, requested)
+
+    async def call(self, method: str, params: Any, *, timeout: float | None = None) -> RpcReply:
+        return await self.handle.call(
+            method, params, timeout=self.spec.request_timeout if timeout is None else timeout
+        )
+
+    async def initialize(self) -> RpcReply:
+        params = {
+            "protocolVersion": self.backend.protocol_version,
+            "clientCapabilities": {
+                "fs": {"readTextFile": False, "writeTextFile": False},
+                "terminal": False,
+            },
+            "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
+        }
+        reply = await self.call("initialize", params, timeout=self.spec.initialize_timeout)
+        if reply.error is None and isinstance(reply.result, dict):
+            caps = reply.result.get("agentCapabilities")
+            self.agent_capabilities = caps if isinstance(caps, dict) else {}
+            info = reply.result.get("agentInfo")
+            self.agent_info = info if isinstance(info, dict) else {}
+            methods = reply.result.get("authMethods")
+            self.auth_methods = methods if isinstance(methods, list) else []
+        return reply
+
+    async def _drain_stderr(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        while True:
+            try:
+                chunk = await stream.receive(65536)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            self.stderr.add(chunk)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("agent stderr: %s", chunk[:2000].decode("utf-8", "replace").rstrip())
+
+    async def _death_cause(self) -> AcpRuntimeDead:
+        with anyio.move_on_after(1.0):
+            await self.process.wait()
+        await anyio.lowlevel.checkpoint()  # let the stderr drain pick up the last words
+        return AcpRuntimeDead(self.process.returncode, self.stderr.text())
+
+    async def shutdown(self) -> None:
+        """close stdin -> wait -> SIGTERM the group -> SIGKILL the group. Bounded and shielded."""
+        with anyio.CancelScope(shield=True):
+            stdin = self.process.stdin
+            if stdin is not None:
+                try:
+                    await stdin.aclose()
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    pass
+            with anyio.move_on_after(self.spec.shutdown_grace):
+                await self._wait_group_gone()
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if not _signal_group(self.process.pid, sig):
+                    return
+                with anyio.move_on_after(2.0):
+                    await self._wait_group_gone()
+                    return
+
+    async def _wait_group_gone(self) -> None:
+        """Wait until the agent and every process of its group have exited."""
+        while self.process.returncode is None or _group_alive(self.process.pid):
+            await anyio.sleep(0.02)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@asynccontextmanager
+async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+    """Spawn and initialize an agent; on exit shut it down, whatever happened."""
+    argv = resolve_executable(spec.argv, spec.env)
+    try:
+        process = await anyio.open_process(
+            argv,
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+            cwd=str(spec.workspace),
+            env=dict(spec.env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise AcpSpawnFailed(argv[0], f"could not be started ({exc.strerror or exc})") from exc
+    runtime = AcpRuntime(spec, process)
+    log.info("started agent %s pid=%d in %s", spec.backend.name, process.pid, spec.workspace)
+    failure: Exception | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runtime._drain_stderr)
+            tg.start_soon(runtime.handle.serve)
+            try:
+                yield runtime
+            except Exception as exc:  # re-raised below, outside the task group, unwrapped
+                failure = exc
+            finally:
+                await runtime.shutdown()
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            _signal_group(process.pid, signal.SIGKILL)
+            with anyio.move_on_after(1.0):
+                await process.wait()
+        await process.aclose()
+        log.info("agent %s pid=%d stopped", spec.backend.name, process.pid)
+    if failure is not None:
+        raise failure
+
+
+class _Slot:
+    __slots__ = ("done", "runtime", "stop", "value")
+
+    def __init__(self) -> None:
+        self.stop = anyio.Event()
+        self.done = anyio.Event()
+        self.runtime: AcpRuntime | None = None
+        self.value: Any = None
+
+
+class RuntimePool(Generic[T]):
+    """Agent processes keyed by (backend, workspace), each hosted by a task of the owner's task
+    group. `prepare` turns a fresh runtime into what callers use (e.g. an initialized client);
+    a runtime that died is replaced on the next `get`."""
+
+    def __init__(
+        self,
+        tg: anyio.abc.TaskGroup,
+        prepare: Callable[[AcpRuntime], Awaitable[T]],
+    ) -> None:
+        self._tg = tg
+        self._prepare = prepare
+        self._slots: dict[tuple[str, Path], _Slot] = {}
+        self._lock = anyio.Lock()
+
+    async def get(self, spec: RuntimeSpec) -> T:
+        key = (spec.backend.name, spec.workspace.resolve())
+        async with self._lock:
+            slot = self._slots.get(key)
+            if slot is not None and slot.runtime is not None and slot.runtime.alive:
+                return cast(T, slot.value)
+            if slot is not None:
+                await self._stop(key, slot)
+            slot = _Slot()
+            value: T = await self._tg.start(self._host, spec, slot)
+            self._slots[key] = slot
+            return value
+
+    def runtime_for(self, spec: RuntimeSpec) -> AcpRuntime | None:
+        slot = self._slots.get((spec.backend.name, spec.workspace.resolve()))
+        return slot.runtime if slot is not None else None
+
+    async def discard(self, spec: RuntimeSpec) -> None:
+        key = (spec.backend.name, spec.workspace.resolve())
+        async with self._lock:
+            slot = self._slots.get(key)
+            if slot is not None:
+                await self._stop(key, slot)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for key, slot in list(self._slots.items()):
+                await self._stop(key, slot)
+
+    async def _stop(self, key: tuple[str, Path], slot: _Slot) -> None:
+        self._slots.pop(key, None)
+        slot.stop.set()
+        await slot.done.wait()
+
+    async def _host(
+        self,
+        spec: RuntimeSpec,
+        slot: _Slot,
+        *,
+        task_status: anyio.abc.TaskStatus[T] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        try:
+            async with open_runtime(spec) as runtime:
+                slot.value = await self._prepare(runtime)
+                slot.runtime = runtime
+                task_status.started(slot.value)
+                await slot.stop.wait()
+        finally:
+            slot.done.set()

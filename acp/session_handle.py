@@ -1,0 +1,336 @@
+"""The JSON-RPC 2.0 connection over one agent process's stdio, one JSON object per line.
+
+Ids are ours per direction. Replies resolve pending requests; notifications carrying a sessionId
+go, in arrival order, to that session's inbox; requests from the agent are answered concurrently
+(a permission request waits on a person), and anything we do not implement gets -32601.
+Non-JSON lines, non-object JSON values and over-long lines are skipped, never fatal.
+
+Errors of this layer::
+
+    AcpRuntimeError                     the agent process or its pipe failed
+    ├── AcpRuntimeDead                  the process is gone; every pending request fails with it
+    ├── AcpRequestTimeout               a request ran out of its time budget
+    ├── AcpSpawnFailed                  (runtime.py) the agent could not be started at all
+    └── AcpWorkspaceBindingError        (runtime.py) a session asked for another workspace
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+_READ_SIZE = 256 * 1024
+_LOGGED_LINE_CHARS = 500
+
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+
+
+class AcpRuntimeError(Exception):
+    """Root of the process/transport failures."""
+
+
+class AcpRuntimeDead(AcpRuntimeError):
+    def __init__(self, returncode: int | None = None, stderr_tail: str = "") -> None:
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        status = "" if returncode is None else f" (exit code {returncode})"
+        last = stderr_tail.strip().splitlines()[-1:] if stderr_tail.strip() else []
+        said = f"; its last words: {last[0][:300]}" if last else ""
+        super().__init__(f"The agent process stopped unexpectedly{status}{said}.")
+
+
+class AcpRequestTimeout(AcpRuntimeError):
+    def __init__(self, method: str, timeout: float) -> None:
+        self.method = method
+        self.timeout = timeout
+        super().__init__(f"The agent did not answer {method} within {timeout:g} s.")
+
+
+@dataclass(slots=True)
+class RpcReply:
+    """A response frame: exactly one of result / error is meaningful."""
+
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+ReplySink = Callable[["RpcReply | AcpRuntimeError"], None]
+RequestHandler = Callable[[str, Any], Awaitable[RpcReply]]
+NotificationHandler = Callable[[str, Any], None]
+
+# Inbox items: ("n", method, params) | ("r", RpcReply) | ("d", AcpRuntimeError) | ("p", payload)
+InboxItem = tuple[Any, ...]
+
+
+class SessionInbox:
+    """Ordered items for one session, consumed by one task."""
+
+    __slots__ = ("_wakeup", "items")
+
+    def __init__(self) -> None:
+        self.items: deque[InboxItem] = deque()
+        self._wakeup = anyio.Event()
+
+    def push(self, item: InboxItem) -> None:
+        self.items.append(item)
+        self._wakeup.set()
+
+    async def wait(self) -> None:
+        while not self.items:
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+
+
+class _Waiter:
+    __slots__ = ("event", "value")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.value: RpcReply | AcpRuntimeError | None = None
+
+    def __call__(self, value: RpcReply | AcpRuntimeError) -> None:
+        self.value = value
+        self.event.set()
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _parse_line(line: bytes) -> Any:
+    """`json.loads(line)`, minus its per-call overhead for the usual frame: a line that starts
+    with `{"` (so json.loads would pick UTF-8) and ends where the JSON value ends. Any other line,
+    or one the shortcut cannot finish, goes to json.loads itself, so results and errors match."""
+    if line.startswith(b'{"'):
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+            value, end = _raw_decode(text)
+        except ValueError:
+            pass
+        else:
+            if end == len(text):
+                return value
+    return json.loads(line)
+
+
+async def _no_handler(method: str, params: Any) -> RpcReply:
+    return RpcReply(error={"code": METHOD_NOT_FOUND, "message": "Method not found"})
+
+
+def _ignore_notification(method: str, params: Any) -> None:
+    log.debug("ignoring notification %s", method)
+
+
+class SessionHandle:
+    def __init__(
+        self,
+        send: anyio.abc.ByteSendStream,
+        receive: anyio.abc.ByteReceiveStream,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        death_cause: Callable[[], Awaitable[AcpRuntimeDead]] | None = None,
+    ) -> None:
+        self._send = send
+        self._receive = receive
+        self._max_line = max_line_bytes
+        self._death_cause = death_cause
+        self._write_lock = anyio.Lock()
+        self._next_id = 0
+        self._pending: dict[int, ReplySink] = {}
+        self._inboxes: dict[str, SessionInbox] = {}
+        self._running: dict[Any, anyio.CancelScope] = {}
+        self.dead: AcpRuntimeError | None = None
+        self.on_request: RequestHandler = _no_handler
+        self.on_notification: NotificationHandler = _ignore_notification
+
+    # ---- sessions -------------------------------------------------------------------------
+    def open_inbox(self, session_id: str) -> SessionInbox:
+        inbox = self._inboxes.get(session_id)
+        if inbox is None:
+            inbox = self._inboxes[session_id] = SessionInbox()
+            if self.dead is not None:
+                inbox.push(("d", self.dead))
+        return inbox
+
+    def close_inbox(self, session_id: str) -> None:
+        self._inboxes.pop(session_id, None)
+
+    # ---- outgoing -------------------------------------------------------------------------
+    async def _write(self, frame: dict[str, Any]) -> None:
+        if self.dead is not None:
+            raise self.dead
+        line = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        try:
+            async with self._write_lock:
+                await self._send.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise self.dead or AcpRuntimeDead() from exc
+
+    async def send_request(self, method: str, params: Any, on_reply: ReplySink) -> int:
+        """Send a request whose reply (or death) is handed to `on_reply`; returns its id."""
+        request_id = self._next_id
+        self._next_id += 1
+        self._pending[request_id] = on_reply
+        try:
+            await self._write(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
+        return request_id
+
+    def forget(self, request_id: int) -> None:
+        """Stop waiting for a reply; a late one is dropped."""
+        self._pending.pop(request_id, None)
+
+    async def call(self, method: str, params: Any, *, timeout: float) -> RpcReply:
+        waiter = _Waiter()
+        request_id = await self.send_request(method, params, waiter)
+        try:
+            with anyio.fail_after(timeout):
+                await waiter.event.wait()
+        except TimeoutError:
+            self.forget(request_id)
+            raise AcpRequestTimeout(method, timeout) from None
+        if isinstance(waiter.value, AcpRuntimeError):
+            raise waiter.value
+        assert waiter.value is not None
+        return waiter.value
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    # ---- incoming -------------------------------------------------------------------------
+    async def serve(self) -> None:
+        """Read until the agent's stdout closes, then fail everything still waiting."""
+        try:
+            async with anyio.create_task_group() as tg:
+                await self._read_loop(tg)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                cause = await self._death_cause() if self._death_cause else AcpRuntimeDead()
+            self._fail_all(cause)
+
+    async def _read_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        pieces: list[bytes] = []
+        pending_size = 0
+        discarding = False
+        while True:
+            try:
+                chunk = await self._receive.receive(_READ_SIZE)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            if discarding:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    continue
+                chunk = chunk[newline + 1 :]
+                discarding = False
+            last_newline = chunk.rfind(b"\n")
+            if last_newline < 0:
+                pieces.append(chunk)
+                pending_size += len(chunk)
+                if pending_size > self._max_line:
+                    log.warning("dropping a line over %d bytes from the agent", self._max_line)
+                    pieces.clear()
+                    pending_size = 0
+                    discarding = True
+                continue
+            head = chunk[:last_newline]
+            data = b"".join((*pieces, head)) if pieces else head
+            rest = chunk[last_newline + 1 :]
+            pieces = [rest] if rest else []
+            pending_size = len(rest)
+            for line in data.split(b"\n"):
+                self._dispatch_line(line, tg)
+
+    def _dispatch_line(self, line: bytes, tg: anyio.abc.TaskGroup) -> None:
+        if len(line) > self._max_line:
+            log.warning("dropping a line of %d bytes from the agent", len(line))
+            return
+        try:
+            message = _parse_line(line)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            if line.strip():
+                log.debug("skipping non-JSON line from agent: %r", line[:_LOGGED_LINE_CHARS])
+            return
+        if type(message) is not dict:
+            log.debug("skipping non-object JSON from agent: %r", line[:_LOGGED_LINE_CHARS])
+            return
+        method = message.get("method")
+        if method is None:
+            if "id" in message:
+                self._on_reply(message)
+            else:
+                log.debug("skipping frame without method or id: %r", line[:_LOGGED_LINE_CHARS])
+            return
+        params = message.get("params")
+        if "id" in message:
+            tg.start_soon(self._answer, message["id"], method, params)
+            return
+        session_id = params.get("sessionId") if type(params) is dict else None
+        inbox = self._inboxes.get(session_id) if isinstance(session_id, str) else None
+        if inbox is not None:
+            inbox.push(("n", method, params))
+        elif method == "$/cancel_request" and isinstance(params, dict):
+            scope = self._running.get(params.get("requestId"))
+            if scope is not None:
+                scope.cancel()
+        else:
+            self.on_notification(method, params)
+
+    def _on_reply(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        sink = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+        if sink is None:
+            log.debug("dropping reply to unknown or abandoned request %r", request_id)
+            return
+        error = message.get("error")
+        if error is not None:
+            if not isinstance(error, dict):
+                error = {"code": INTERNAL_ERROR, "message": str(error)}
+            sink(RpcReply(error=error))
+        else:
+            sink(RpcReply(result=message.get("result")))
+
+    async def _answer(self, request_id: Any, method: str, params: Any) -> None:
+        reply = RpcReply(error={"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+        with anyio.CancelScope() as scope:
+            self._running[request_id] = scope
+            try:
+                reply = await self.on_request(method, params)
+            except Exception:
+                log.exception("answering agent request %s failed", method)
+                reply = RpcReply(error={"code": INTERNAL_ERROR, "message": "Internal error"})
+            finally:
+                self._running.pop(request_id, None)
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if reply.error is not None:
+            frame["error"] = reply.error
+        else:
+            frame["result"] = reply.result
+        try:
+            await self._write(frame)
+        except AcpRuntimeError:
+            log.debug("could not answer %s: the agent is gone", method)
+
+    def _fail_all(self, cause: AcpRuntimeError) -> None:
+        self.dead = cause
+        pending, self._pending = self._pending, {}
+        for sink in pending.values():
+            sink(cause)
+        for inbox in self._inboxes.values():
+            inbox.push(("d", cause))

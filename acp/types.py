@@ -1,0 +1,177 @@
+"""Wire-level data the agent side hands upward: events of one prompt turn, its closing stats, and
+refusal details. Plain slotted dataclasses: one is built per streamed chunk, so they stay cheap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import anyio
+
+STOP_REASON_END_TURN = "end_turn"
+STOP_REASON_MAX_TOKENS = "max_tokens"
+STOP_REASON_MAX_TURN_REQUESTS = "max_turn_requests"
+STOP_REASON_REFUSAL = "refusal"
+STOP_REASON_CANCELLED = "cancelled"
+
+PERMISSION_ALLOW_ONCE = "allow_once"
+PERMISSION_ALLOW_ALWAYS = "allow_always"
+PERMISSION_REJECT_ONCE = "reject_once"
+PERMISSION_REJECT_ALWAYS = "reject_always"
+
+# Older agents spell option kinds differently; map them onto the four ACP kinds.
+_KIND_ALIASES = {
+    "allow": PERMISSION_ALLOW_ONCE,
+    "approve": PERMISSION_ALLOW_ONCE,
+    "reject": PERMISSION_REJECT_ONCE,
+    "deny": PERMISSION_REJECT_ONCE,
+    "deny_once": PERMISSION_REJECT_ONCE,
+    "decline": PERMISSION_REJECT_ONCE,
+    "deny_always": PERMISSION_REJECT_ALWAYS,
+}
+
+
+def normalize_option_kind(kind: str) -> str:
+    kind = kind.strip().lower().replace("-", "_")
+    return _KIND_ALIASES.get(kind, kind)
+
+
+class EventKind(StrEnum):
+    TEXT = "text"
+    THOUGHT = "thought"
+    TOOL_CALL = "tool_call"
+    TOOL_UPDATE = "tool_update"
+    PLAN = "plan"
+    USAGE = "usage"
+    COMMANDS = "commands"
+    SESSION_INFO = "session_info"
+    PERMISSION = "permission"
+    REFUSAL = "refusal"
+    TERMINAL = "terminal"
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalInfo:
+    """Why the model declined. Each field is "" when the provider did not say; never guessed."""
+
+    category: str = ""
+    explanation: str = ""
+    recommended_model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    tool_call_id: str
+    title: str = ""
+    kind: str = ""
+    status: str = ""
+    raw_input: Any = None
+    locations: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line naming the tool and what it touches, for approvals and notices."""
+        detail = ""
+        if isinstance(self.raw_input, dict):
+            for key in ("command", "cmd", "path", "file_path", "url", "query"):
+                value = self.raw_input.get(key)
+                if isinstance(value, list):
+                    value = " ".join(str(part) for part in value)
+                if value:
+                    detail = str(value)
+                    break
+        if not detail and self.locations:
+            detail = ", ".join(self.locations)
+        name = self.title or self.kind or "a tool"
+        if detail and detail not in name:
+            return f"{name} ({detail})"
+        return name
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionOption:
+    option_id: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    session_id: str
+    tool: ToolCall
+    options: tuple[PermissionOption, ...]
+
+    def option_of_kind(self, *kinds: str) -> PermissionOption | None:
+        for wanted in kinds:
+            for option in self.options:
+                if option.kind == wanted:
+                    return option
+        return None
+
+
+class PendingPermission:
+    """A permission request waiting for an answer. `respond(None)` answers `cancelled`, which
+    ACP reserves for a cancelled turn; to deny, pick a reject option."""
+
+    def __init__(self, request: PermissionRequest) -> None:
+        self.request = request
+        self.withdrawn = False
+        self._answer: str | None = None
+        self._answered = anyio.Event()
+
+    @property
+    def answered(self) -> bool:
+        return self._answered.is_set()
+
+    def respond(self, option_id: str | None) -> None:
+        if not self._answered.is_set():
+            self._answer = option_id
+            self._answered.set()
+
+    def withdraw(self) -> None:
+        """The agent cancelled its own request: stop waiting."""
+        self.withdrawn = True
+        self.respond(None)
+
+    async def wait(self) -> str | None:
+        await self._answered.wait()
+        return self._answer
+
+
+@dataclass(frozen=True, slots=True)
+class UsageInfo:
+    used: int | None = None
+    size: int | None = None
+    percent: float | None = None
+
+
+@dataclass(slots=True)
+class AcpPromptStats:
+    """How one prompt turn ended."""
+
+    stop_reason: str = STOP_REASON_END_TURN
+    usage: dict[str, Any] | None = None
+    refusal: RefusalInfo | None = None
+    text_chars: int = 0
+    tool_calls: int = 0
+    interrupted: bool = False
+
+    def terminal_refusal(self) -> AcpPromptStats:
+        """A recorded refusal is how the turn ended, whatever stop reason the agent sent."""
+        if self.refusal is None:
+            return self
+        return replace(self, stop_reason=STOP_REASON_REFUSAL)
+
+
+@dataclass(frozen=True, slots=True)
+class AcpEvent:
+    kind: EventKind
+    text: str = ""
+    message_id: str | None = None
+    tool: ToolCall | None = None
+    refusal: RefusalInfo | None = None
+    usage: UsageInfo | None = None
+    stats: AcpPromptStats | None = None
+    commands: tuple[str, ...] = ()
+    permission: PendingPermission | None = None
+    raw: dict[str, Any] | None = field(default=None, repr=False)

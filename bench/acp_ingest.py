@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""How fast the ACP layer ingests streamed `agent_message_chunk` notifications from one agent.
+
+    python bench/acp_ingest.py [--chunks N] [--reps R] [--timeout SECONDS]
+
+The scripted fake agent (tests/fakes/fake_agent.py) is asked, by the prompt
+``SCRIPT:[{"flood":N,"text":"x"}]``, to write N pre-built chunk notifications as fast as it can and
+then answer ``end_turn``. Two sides read that same stream, each in its own child process (so each
+peak RSS belongs to that side alone), alternating, R times each:
+
+* ours: open_runtime + AcpClient.handshake + open_session, then the time from sending the prompt
+  (the first step of ``session.prompt``) until its TERMINAL event, counting TEXT events;
+* raw:  subprocess.Popen + the same handshake written by hand, then the time from writing
+  session/prompt until its response, in a plain ``for line in proc.stdout: json.loads(line)`` loop
+  counting the chunk notifications.
+
+Both counts must equal N, or the run fails (so the bench cannot silently measure nothing). The
+report gives best and median notifications/s per side, the ratio ours/raw (target >= 0.6, not
+asserted), peak RSS per side, and a final JSON line with every figure. Exit status: 0 when every
+run completed with the right count, whatever the speed; 1 otherwise. Every agent is killed on exit
+and every run is bounded by --timeout overall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
+TARGET_RATIO = 0.6
+CHILD_TAG = "ACP_INGEST_RESULT "
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _script(chunks: int) -> str:
+    return "SCRIPT:" + json.dumps([{"flood": chunks, "text": "x"}])
+
+
+def _report(result: dict[str, Any]) -> None:
+    print(CHILD_TAG + json.dumps(result), flush=True)
+
+
+# ---- child: ours -------------------------------------------------------------------------------
+def child_ours(chunks: int, timeout: float) -> None:
+    import anyio
+
+    from acp.backends import get_backend
+    from acp.client import AcpClient
+    from acp.runtime import RuntimeSpec, open_runtime
+    from acp.types import EventKind
+
+    rss_before = _peak_rss_mib()
+
+    async def run() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="acp-ingest-") as workspace:
+            spec = RuntimeSpec(
+                backend=get_backend("generic"),
+                argv=(sys.executable, str(FAKE_AGENT)),
+                workspace=Path(workspace),
+            )
+            with anyio.fail_after(timeout):
+                async with open_runtime(spec) as runtime:
+                    client = AcpClient(runtime)
+                    await client.handshake()
+                    session = await client.open_session()
+                    text_kind, terminal_kind = EventKind.TEXT, EventKind.TERMINAL
+                    count = 0
+                    stats = None
+                    started = time.perf_counter()
+                    async for event in session.prompt(_script(chunks), timeout=timeout):
+                        kind = event.kind
+                        if kind is text_kind:
+                            count += 1
+                        elif kind is terminal_kind:
+                            stats = event.stats
+                            break
+                    elapsed = time.perf_counter() - started
+        assert stats is not None, "no TERMINAL event"
+        return {
+            "count": count,
+            "elapsed": elapsed,
+            "stop_reason": stats.stop_reason,
+            "text_chars": stats.text_chars,
+        }
+
+    result = anyio.run(run, backend="asyncio")
+    result.update(side="ours", rss_before_mib=rss_before, peak_rss_mib=_peak_rss_mib())
+    _report(result)
+
+
+# ---- child: raw ------------------------------------------------------------------------------
+def child_raw(chunks: int, timeout: float) -> None:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"raw run exceeded {timeout:g} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(max(1, int(timeout + 0.999)))
+    rss_before = _peak_rss_mib()
+    with tempfile.TemporaryDirectory(prefix="acp-ingest-") as workspace:
+        proc = subprocess.Popen(
+            [sys.executable, str(FAKE_AGENT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=workspace,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            stdin, stdout = proc.stdin, proc.stdout
+
+            def send(request_id: int, method: str, params: dict[str, Any]) -> None:
+                frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                stdin.write(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+                stdin.flush()
+
+            def result_of(request_id: int) -> dict[str, Any]:
+                for line in stdout:
+                    obj = json.loads(line)
+                    if obj.get("id") == request_id and "method" not in obj:
+                        if "error" in obj:
+                            raise RuntimeError(f"agent error: {obj['error']}")
+                        result: dict[str, Any] = obj["result"]
+                        return result
+                raise RuntimeError("agent stdout closed")
+
+            send(
+                0,
+                "initialize",
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": False, "writeTextFile": False},
+                        "terminal": False,
+                    },
+                    "clientInfo": {"name": "acp-ingest-raw", "version": "0"},
+                },
+            )
+            result_of(0)
+            send(1, "session/new", {"cwd": workspace, "mcpServers": []})
+            session_id = result_of(1)["sessionId"]
+
+            count = 0
+            reply: dict[str, Any] | None = None
+            started = time.perf_counter()
+            send(
+                2,
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": _script(chunks)}]},
+            )
+            for line in stdout:
+                obj = json.loads(line)
+                method = obj.get("method")
+                if method == "session/update":
+                    if obj["params"]["update"]["sessionUpdate"] == "agent_message_chunk":
+                        count += 1
+                elif method is None and obj.get("id") == 2:
+                    reply = obj
+                    break
+            elapsed = time.perf_counter() - started
+            if reply is None:
+                raise RuntimeError("agent stdout closed before the prompt's response")
+        finally:
+            signal.alarm(0)
+            _kill_group(proc)
+    _report(
+        {
+            "side": "raw",
+            "count": count,
+            "elapsed": elapsed,
+            "stop_reason": (reply.get("result") or {}).get("stopReason"),
+            "rss_before_mib": rss_before,
+            "peak_rss_mib": _peak_rss_mib(),
+        }
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+# ---- parent ------------------------------------------------------------------------------------
+def run_child(side: str, chunks: int, timeout: float) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        side,
+        "--chunks",
+        str(chunks),
+        "--timeout",
+        f"{timeout:.3f}",
+    ]
+    # Own process group: on timeout the child and any agent it left behind go together (ours
+    # starts its agent in a new session, but that agent dies on the EOF/EPIPE of its pipes).
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout + 10)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)  # type: ignore[arg-type]
+        return {"side": side, "error": f"timed out after {timeout + 10:.0f} s"}
+    except BaseException:
+        _kill_group(proc)  # type: ignore[arg-type]
+        raise
+    for line in out.splitlines():
+        if line.startswith(CHILD_TAG):
+            result: dict[str, Any] = json.loads(line[len(CHILD_TAG) :])
+            if result.get("count") != chunks:
+                result["error"] = f"counted {result.get('count')} chunks, expected {chunks}"
+            return result
+    tail = (err.strip().splitlines() or ["no output"])[-1]
+    return {"side": side, "error": f"exit code {proc.returncode}: {tail}"}
+
+
+def summarize(runs: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    rates = sorted(chunks / r["elapsed"] for r in ok)
+    return {
+        "runs": len(runs),
+        "ok": len(ok),
+        "rates": [round(x, 1) for x in rates],
+        "best": round(max(rates), 1) if rates else None,
+        "median": round(statistics.median(rates), 1) if rates else None,
+        "best_seconds": round(min(r["elapsed"] for r in ok), 4) if ok else None,
+        "peak_rss_mib": round(max(r["peak_rss_mib"] for r in ok), 1) if ok else None,
+        "rss_before_mib": round(max(r["rss_before_mib"] for r in ok), 1) if ok else None,
+        "errors": [r["error"] for r in runs if "error" in r],
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--chunks", type=int, default=100_000, help="notifications per run")
+    ap.add_argument("--reps", type=int, default=3, help="runs per side, alternating")
+    ap.add_argument("--timeout", type=float, default=600.0, help="overall budget, seconds")
+    ap.add_argument("--child", choices=["ours", "raw"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.chunks < 1 or args.reps < 1:
+        ap.error("--chunks and --reps must be positive")
+
+    if args.child == "ours":
+        child_ours(args.chunks, args.timeout)
+        return 0
+    if args.child == "raw":
+        child_raw(args.chunks, args.timeout)
+        return 0
+
+    deadline = time.monotonic() + args.timeout
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "raw": []}
+    print(f"acp ingest: {args.chunks} agent_message_chunk notifications, {args.reps} runs per side")
+    for rep in range(args.reps):
+        order = ("ours", "raw") if rep % 2 == 0 else ("raw", "ours")
+        for side in order:
+            left = deadline - time.monotonic() - 10
+            if left <= 1:
+                runs[side].append({"side": side, "error": "overall timeout reached"})
+                continue
+            result = run_child(side, args.chunks, min(left, 300.0))
+            runs[side].append(result)
+            if "error" in result:
+                print(f"  {side:4} run {rep + 1}: FAILED: {result['error']}", flush=True)
+            else:
+                rate = args.chunks / result["elapsed"]
+                print(
+                    f"  {side:4} run {rep + 1}: {result['elapsed']:.3f} s  {rate:>10,.0f} notif/s"
+                    f"  peak RSS {result['peak_rss_mib']:.1f} MiB",
+                    flush=True,
+                )
+
+    ours, raw = summarize(runs["ours"], args.chunks), summarize(runs["raw"], args.chunks)
+    ratio_best = ratio_median = None
+    if ours["best"] and raw["best"]:
+        ratio_best = round(ours["best"] / raw["best"], 3)
+        ratio_median = round(ours["median"] / raw["median"], 3)
+    for name, s in (("ours", ours), ("raw", raw)):
+        if s["best"] is None:
+            print(f"{name:4}: no successful run")
+            continue
+        print(
+            f"{name:4}: best {s['best']:>10,.0f} notif/s, median {s['median']:>10,.0f} notif/s;"
+            f" peak RSS {s['peak_rss_mib']:.1f} MiB (after imports {s['rss_before_mib']:.1f} MiB)"
+        )
+    if ratio_best is not None:
+        verdict = "meets" if ratio_best >= TARGET_RATIO else "BELOW"
+        print(
+            f"ratio ours/raw: best {ratio_best:.3f}, median {ratio_median:.3f}"
+            f" ({verdict} the {TARGET_RATIO} target)"
+        )
+    failed = bool(ours["errors"] or raw["errors"])
+    print(
+        json.dumps(
+            {
+                "bench": "acp_ingest",
+                "chunks": args.chunks,
+                "reps": args.reps,
+                "ours": ours,
+                "raw": raw,
+                "ratio_best": ratio_best,
+                "ratio_median": ratio_median,
+                "target_ratio": TARGET_RATIO,
+                "ok": not failed,
+            }
+        )
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

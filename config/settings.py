@@ -1,0 +1,158 @@
+"""Switchboard settings: environment (`SWITCHBOARD_*`, nested with `__`), an optional JSON file
+named by `SWITCHBOARD_CONFIG`, then defaults, in that order of precedence."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+log = logging.getLogger(__name__)
+
+AgentName = Literal["kiro", "claude", "codex", "generic"]
+ENV_PREFIX = "SWITCHBOARD_"
+
+
+class ConfigError(Exception):
+    """A setting has a value Switchboard cannot use; names the setting."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        self.setting = setting
+        self.problem = problem
+        super().__init__(f"Invalid setting {setting}: {problem}")
+
+
+def _split_ids(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, int):
+        return [str(value)]
+    if isinstance(value, list):
+        return [str(item).strip() for item in value if str(item).strip()]
+    return value
+
+
+UserIds = Annotated[list[str], NoDecode]
+
+
+class RetrySettings(BaseModel):
+    transient_retries: int = Field(default=3, ge=0, le=10)
+    base_delay: float = Field(default=2.0, ge=0)
+    jitter: float = Field(default=0.25, ge=0, le=1)
+    reconnects: int = Field(default=3, ge=0, le=10)
+
+
+class TelegramSettings(BaseModel):
+    token: str = ""
+    api_url: str = ""
+    allowed_users: UserIds = []
+
+    _split = field_validator("allowed_users", mode="before")(_split_ids)
+
+
+class SlackSettings(BaseModel):
+    bot_token: str = ""
+    app_token: str = ""
+    signing_secret: str = ""
+    port: int = Field(default=3000, ge=1, le=65535)
+    api_url: str = ""
+    allowed_users: UserIds = []
+
+    _split = field_validator("allowed_users", mode="before")(_split_ids)
+
+
+class DiscordSettings(BaseModel):
+    token: str = ""
+    allowed_users: UserIds = []
+
+    _split = field_validator("allowed_users", mode="before")(_split_ids)
+
+
+def _default_state_path() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(base) / "switchboard" / "state.db")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    agent: AgentName = "kiro"
+    agent_command: str = ""
+    workspace: Path = Field(default_factory=Path.cwd)
+    model: str = ""
+    prompt_timeout: float = Field(default=600.0, gt=0)
+    request_timeout: float = Field(default=30.0, gt=0)
+    initialize_timeout: float = Field(default=90.0, gt=0)
+    cancel_grace: float = Field(default=10.0, ge=0)
+    shutdown_grace: float = Field(default=2.0, ge=0)
+    allow_ungated_tools: bool = False
+    state: str = Field(default_factory=_default_state_path)
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    retry: RetrySettings = RetrySettings()
+    telegram: TelegramSettings = TelegramSettings()
+    slack: SlackSettings = SlackSettings()
+    discord: DiscordSettings = DiscordSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _JsonFileSource(settings_cls))
+
+
+class _JsonFileSource(PydanticBaseSettingsSource):
+    """The file named by SWITCHBOARD_CONFIG. A broken file must not stop the bot: warn, use
+    defaults."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get(f"{ENV_PREFIX}CONFIG", "")
+        if not path:
+            return {}
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            log.warning("config file %s does not exist; using defaults", path)
+            return {}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("config file %s is not valid JSON (%s); using defaults", path, exc)
+            return {}
+        if not isinstance(data, dict):
+            log.warning("config file %s must hold a JSON object; using defaults", path)
+            return {}
+        return data
+
+
+def _setting_name(loc: tuple[int | str, ...]) -> str:
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build Settings, turning a validation failure into a ConfigError naming the setting."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(_setting_name(tuple(first["loc"])), first["msg"]) from exc

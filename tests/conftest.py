@@ -1,0 +1,132 @@
+"""Shared test fixtures: the scripted fake agent (a real subprocess) and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
+
+# Fast ladders and graces for tests; the production defaults are in config/settings.py.
+FAST_ENV = {
+    "SWITCHBOARD_RETRY__BASE_DELAY": "0.01",
+    "SWITCHBOARD_CANCEL_GRACE": "1",
+    "SWITCHBOARD_SHUTDOWN_GRACE": "0.5",
+    "SWITCHBOARD_REQUEST_TIMEOUT": "10",
+    "SWITCHBOARD_INITIALIZE_TIMEOUT": "10",
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class FakeAgent:
+    """Builds command lines for the fake agent and reads what it logged."""
+
+    log_path: Path
+    state_dir: Path
+
+    def argv(self, *options: str, dialect: str = "kiro") -> list[str]:
+        return [
+            sys.executable,
+            str(FAKE_AGENT),
+            "--dialect",
+            dialect,
+            "--log",
+            str(self.log_path),
+            "--state-dir",
+            str(self.state_dir),
+            *options,
+        ]
+
+    def command(self, *options: str, dialect: str = "kiro") -> str:
+        return shlex.join(self.argv(*options, dialect=dialect))
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    def frames_in(self, method: str | None = None) -> list[dict[str, Any]]:
+        frames = [r["frame"] for r in self.records() if r.get("dir") == "in" and "frame" in r]
+        return [f for f in frames if method is None or f.get("method") == method]
+
+    def spawns(self) -> int:
+        return sum(1 for r in self.records() if r.get("event") == "start")
+
+    def pids(self) -> set[int]:
+        pids = set()
+        for record in self.records():
+            if record.get("event") == "start":
+                pids.add(record["pid"])
+            if record.get("event") == "child":
+                pids.add(record["pid"])
+        return pids
+
+
+@pytest.fixture
+def fake_agent(tmp_path: Path) -> FakeAgent:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    return FakeAgent(log_path=tmp_path / "agent-log.jsonl", state_dir=state)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SWITCHBOARD_") and not k.startswith("FAKE_AGENT")
+    }
+    env.update(FAST_ENV)
+    env["SWITCHBOARD_STATE"] = str(tmp_path / "state.db")
+    yield env
+
+
+@pytest.fixture
+def run_cli(cli_env: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped-def]
+    def run(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bot", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**cli_env, **(env or {})},
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run

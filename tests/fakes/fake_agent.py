@@ -1,0 +1,1233 @@
+#!/usr/bin/env python3
+"""Scripted fake ACP agent: a real subprocess speaking ACP (JSON-RPC 2.0 over NDJSON) on stdio.
+
+Stdlib only. Run as ``python tests/fakes/fake_agent.py [options]``; ``--help`` lists the options.
+
+Architecture: the main thread reads stdin lines and dispatches them; every ``session/prompt`` runs
+its script in its own daemon worker thread, so ``session/cancel`` and the client's responses to
+agent->client requests are read while a prompt runs. All stdout writes go through one lock and are
+flushed after every line (or block, for floods). Request ids the agent sends count up from 0.
+
+The prompt text chooses a script:
+  * ``SCRIPT:`` followed by a JSON array (parsed from after the marker to the end of the text);
+  * else a marker ``SCN_<NAME>`` naming one of SCENARIOS below;
+  * else the default: chunks "Echo: " and the prompt text, then ``end_turn``.
+
+Step vocabulary (each step is a JSON object; steps run in order):
+  {"chunk": text, "messageId"?}       agent_message_chunk
+  {"thought": text, "messageId"?}     agent_thought_chunk
+  {"update": {...}}                   session/update with this ``update`` verbatim
+  {"notify": {"method", "params"?}}   any notification (sessionId filled in if params lacks it)
+  {"raw": text}                       this exact line on stdout
+  {"raw_hex": hex}                    these exact bytes (e.g. invalid UTF-8) plus a newline
+  {"big_line": N, "json"?: bool}      one line of N bytes (json default true: a valid chunk)
+  {"stderr": text, "repeat"?: N}      text lines on stderr
+  {"sleep": seconds}                  interruptible by cancel
+  {"permission": {"toolCall"?, "options"?}, "stop_on"?: {outcome: stopReason}}
+                                      session/request_permission, wait, then chunk
+                                      "permission:<optionId>" / "permission:cancelled" /
+                                      "permission:error" / "permission:invalid"
+  {"request": {"method", "params"?}}  any agent->client request; chunk "reply:<compact JSON>"
+  {"stop": reason, "usage"?, "meta"?} answer the prompt {stopReason, usage?, _meta?}
+  {"error": {code, message, data?}}   answer the prompt with this error
+  {"exit": N}                         flush and os._exit(N)
+  {"hang": true}                      never answer (until cancelled)
+  {"abandon": true}                   never answer, but free the session for the next prompt
+  {"ignore_cancel": true}             from here on, cancel does not end the prompt
+  {"attempts": [[...], [...]], "key"?} pick a list by a persisted per-prompt-text counter
+  {"flood": N, "text"?: "x"}          N agent_message_chunk notifications, written in big blocks
+Steps after the prompt was answered (stop/error) still run: they produce late frames.
+A script that ends without answering answers ``end_turn``.
+
+Log (``--log FILE`` or $FAKE_AGENT_LOG; JSON lines, appended with one write each, every record also
+carries "pid" and "t" (epoch seconds)): {"event":"start","argv"}, {"event":"child","pid"},
+{"dir":"in","frame"} (or "raw" for an unparsable line), {"dir":"out","frame"}, {"dir":"out","raw"|
+"raw_hex"|"big_line"} for raw/big steps, one {"dir":"out","flood":N,"frame":<sample>} per flood,
+{"event":"stdin_eof"}, {"event":"signal_ignored"}, {"event":"script_error"|"worker_crash"|
+"handler_crash","error"}, {"event":"exit","code","reason"} (code -15 when killed by SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any
+
+PROTOCOL_KIRO = "2025-08-22"
+PROTOCOL_INT = 1
+
+PERMISSION_TOOL_CALL = {
+    "toolCallId": "call_1",
+    "title": "Run echo hi",
+    "kind": "execute",
+    "rawInput": {"command": "echo hi"},
+}
+
+PERMISSION_OPTIONS: dict[str, list[dict[str, str]]] = {
+    "kiro": [
+        {"optionId": "allow_once", "name": "Yes", "kind": "allow_once"},
+        {"optionId": "allow_always", "name": "Always", "kind": "allow_always"},
+        {"optionId": "reject_once", "name": "No", "kind": "reject_once"},
+    ],
+    "claude": [
+        {"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "allow-with-updates", "name": "Always Allow", "kind": "allow_always"},
+        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+    ],
+    "codex": [
+        {"optionId": "allow_once", "name": "Yes, proceed", "kind": "allow_once"},
+        {
+            "optionId": "accept_execpolicy_amendment",
+            "name": "Yes, and don't ask again for commands that start with `echo hi`",
+            "kind": "allow_always",
+        },
+        {
+            "optionId": "cancel",
+            "name": "No, and tell Codex what to do differently",
+            "kind": "reject_once",
+        },
+    ],
+}
+PERMISSION_OPTIONS["generic"] = PERMISSION_OPTIONS["kiro"]
+
+KIRO_REFUSAL_EXPLANATION = (
+    "I can't help with this request because it could be used to compromise systems "
+    "without authorization. If you are working on an authorized security assessment, "
+    "please describe the defensive goal and I can help with detection or hardening instead."
+)
+
+KIRO_INTERRUPT_TEXT = "Tool uses were interrupted, waiting for the next user prompt"
+CODEX_DISCONNECT_TEXT = "stream disconnected before completion: error sending request\n\n"
+
+ERR_METHOD_NOT_FOUND = {"code": -32601, "message": "Method not found"}
+
+
+def _scenarios(dialect: str) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "STREAM": [
+            {"chunk": "Hello"},
+            {"chunk": ", "},
+            {"chunk": "world"},
+            {
+                "stop": "end_turn",
+                "usage": {"inputTokens": 10, "outputTokens": 3, "totalTokens": 13},
+            },
+        ],
+        "THOUGHT": [
+            {"thought": "Let me think about this."},
+            {"chunk": "Here is the answer."},
+        ],
+        "TOOL": [
+            {
+                "update": {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "call_1",
+                    "title": "Read README.md",
+                    "kind": "read",
+                    "status": "pending",
+                    "rawInput": {"path": "README.md"},
+                }
+            },
+            {
+                "update": {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call_1",
+                    "status": "completed",
+                    "content": [
+                        {"type": "content", "content": {"type": "text", "text": "# README"}}
+                    ],
+                }
+            },
+            {"chunk": "I read the file."},
+        ],
+        "PERMISSION": [
+            {
+                "permission": {
+                    "toolCall": dict(PERMISSION_TOOL_CALL),
+                    "options": [dict(o) for o in PERMISSION_OPTIONS[dialect]],
+                }
+            },
+            {"stop": "end_turn"},
+        ],
+        "HANG": [{"chunk": "partial answer"}, {"hang": True}],
+        "HANG_SILENT": [{"hang": True}],
+        "DIE_BEFORE": [{"exit": 1}],
+        "DIE_AFTER": [{"chunk": "about to die"}, {"exit": 1}],
+        "GARBAGE": [
+            {"raw": "this is not json"},
+            {"raw": "\x1b[31mANSI banner\x1b[0m"},
+            {"raw": ""},
+            {"raw": "123"},
+            {"raw": "true"},
+            {"raw": "null"},
+            {"raw": "[1,2]"},
+            {"raw": '{"content":"x","type":"text"}'},
+            {"raw": '{"jsonrpc":"2.0","method":'},
+            {"raw_hex": "ff fe 41 c3 28"},
+            {"chunk": "survived"},
+            {"stop": "end_turn"},
+        ],
+        "HUGE": [
+            {"big_line": 12 * 1024 * 1024, "json": True},
+            {"chunk": "after huge"},
+            {"stop": "end_turn"},
+        ],
+        "UNKNOWN_REQUEST": [
+            {"request": {"method": "_vendor/whatever", "params": {"x": 1}}},
+            {"request": {"method": "fs/read_text_file", "params": {"path": "/etc/hostname"}}},
+            {"chunk": "done with requests"},
+        ],
+        "BUSY": [
+            {
+                "error": {
+                    "code": -32603,
+                    "message": "Internal error",
+                    "data": "prompt already in progress",
+                }
+            }
+        ],
+        "REFUSAL_KIRO": [
+            {
+                "notify": {
+                    "method": "_kiro.dev/metadata",
+                    "params": {
+                        "contextUsagePercentage": 41.2,
+                        "meteringUsage": [
+                            {"unit": "credit", "unitPlural": "credits", "value": 0.37}
+                        ],
+                        "stopReason": "CONTENT_FILTERED",
+                        "refusal": {
+                            "category": "CYBER",
+                            "explanation": KIRO_REFUSAL_EXPLANATION,
+                            "recommendedModel": "claude-sonnet-4",
+                        },
+                    },
+                }
+            },
+            {"chunk": KIRO_REFUSAL_EXPLANATION},
+            {"error": {"code": -32603, "message": "Internal error"}},
+        ],
+        "REFUSAL_BARE": [{"chunk": "I can't help with that."}, {"stop": "refusal"}],
+        "MAX_TOKENS": [{"chunk": "This answer was cut"}, {"stop": "max_tokens"}],
+        "KIRO_INTERRUPT": [{"chunk": KIRO_INTERRUPT_TEXT}, {"abandon": True}],
+        "CODEX_SYSTEM_ERROR": [
+            {
+                "update": {
+                    "sessionUpdate": "session_info_update",
+                    "_meta": {"codex": {"threadStatus": {"type": "systemError"}}},
+                }
+            },
+            {"chunk": CODEX_DISCONNECT_TEXT},
+            {"stop": "end_turn", "usage": None},
+        ],
+        "AUTH": [{"error": {"code": -32000, "message": "Authentication required"}}],
+    }
+
+
+SCENARIO_NAMES = sorted(_scenarios("generic"))
+
+
+class ScriptError(Exception):
+    """A script or step is malformed: the prompt is answered -32602 with this text."""
+
+
+# ----------------------------------------------------------------------------- globals
+
+ARGS: argparse.Namespace
+LOG_PATH: str | None = None
+STATE_DIR = ""
+TEMP_STATE = False
+
+OUT_LOCK = threading.RLock()
+ERR_LOCK = threading.Lock()
+LOG_LOCK = threading.RLock()
+STATE_LOCK = threading.RLock()  # sessions, pending requests, request ids
+
+_STDOUT = sys.stdout.buffer
+_STDERR = sys.stderr.buffer
+_next_request_id = 0
+PENDING: dict[int, Slot] = {}
+SESSIONS: dict[str, Session] = {}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def log(record: dict[str, Any]) -> None:
+    if not LOG_PATH:
+        return
+    rec = {"pid": os.getpid(), "t": round(time.time(), 6), **record}
+    try:
+        line = (_dumps(rec) + "\n").encode("utf-8", "surrogateescape")
+    except (TypeError, ValueError):
+        line = (_dumps({"pid": os.getpid(), "unloggable": repr(record)[:2000]}) + "\n").encode()
+    with LOG_LOCK:
+        try:
+            fd = os.open(LOG_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+
+def exit_now(code: int, reason: str) -> None:
+    """Log, drain our output buffers and leave immediately (no thread joins)."""
+    OUT_LOCK.acquire(timeout=2.0)  # never cut a line in half; never released: we exit
+    with contextlib.suppress(Exception):
+        _STDOUT.flush()
+    with contextlib.suppress(Exception):
+        _STDERR.flush()
+    log({"event": "exit", "code": code, "reason": reason})
+    if TEMP_STATE:
+        shutil.rmtree(STATE_DIR, ignore_errors=True)
+    os._exit(code)
+
+
+def write_line(data: bytes, logrec: dict[str, Any]) -> None:
+    with OUT_LOCK:
+        log(logrec)
+        try:
+            _STDOUT.write(data)
+            _STDOUT.flush()
+        except (OSError, ValueError):
+            exit_now(0, "stdout closed")
+
+
+def send(frame: dict[str, Any]) -> None:
+    write_line(
+        (_dumps(frame) + "\n").encode("utf-8", "surrogateescape"), {"dir": "out", "frame": frame}
+    )
+
+
+def reply(req_id: Any, result: Any) -> None:
+    send({"jsonrpc": "2.0", "id": req_id, "result": result})
+
+
+def reply_error(req_id: Any, error: dict[str, Any]) -> None:
+    send({"jsonrpc": "2.0", "id": req_id, "error": error})
+
+
+def invalid_params(data: Any) -> dict[str, Any]:
+    return {"code": -32602, "message": "Invalid params", "data": data}
+
+
+def write_stderr(text: str) -> None:
+    with ERR_LOCK:
+        try:
+            _STDERR.write(text.encode("utf-8", "surrogateescape"))
+            _STDERR.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def next_request_id() -> int:
+    global _next_request_id
+    with STATE_LOCK:
+        rid = _next_request_id
+        _next_request_id += 1
+        return rid
+
+
+# ----------------------------------------------------------------------------- state
+
+
+def _parse_list(spec: str | None) -> list[tuple[str, str]]:
+    """'a,b=Name B' -> [('a','a'), ('b','Name B')]."""
+    if not spec:
+        return []
+    out = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        ident, _, name = item.partition("=")
+        out.append((ident.strip(), name.strip() or ident.strip()))
+    return out
+
+
+def _atomic_write_json(path: str, obj: Any) -> None:
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False)
+    os.replace(tmp, path)
+
+
+def _session_path(session_id: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id)[:200] or "_"
+    return os.path.join(STATE_DIR, "sessions", safe + ".json")
+
+
+class Session:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.id: str = data["sessionId"]
+        self.cwd: str = data.get("cwd", "")
+        self.mode: str | None = data.get("mode")
+        self.model: str | None = data.get("model")
+        self.transcript: list[dict[str, str]] = list(data.get("transcript", []))
+        self.running: Prompt | None = None
+        self.lock = threading.Lock()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.id,
+            "cwd": self.cwd,
+            "mode": self.mode,
+            "model": self.model,
+            "transcript": self.transcript,
+        }
+
+    def save(self) -> None:
+        with self.lock:
+            data = self.to_json()
+        _atomic_write_json(_session_path(self.id), data)
+
+    def add_turn(self, user: str, agent: str) -> None:
+        with self.lock:
+            self.transcript.append({"role": "user", "text": user})
+            if agent:
+                self.transcript.append({"role": "agent", "text": agent})
+        self.save()
+
+    # -- modes / models / config options
+    def modes_obj(self) -> dict[str, Any] | None:
+        modes = _parse_list(ARGS.modes)
+        if not modes:
+            return None
+        return {
+            "currentModeId": self.mode,
+            "availableModes": [{"id": i, "name": n} for i, n in modes],
+        }
+
+    def models_obj(self) -> dict[str, Any] | None:
+        models = _parse_list(ARGS.models)
+        if not models:
+            return None
+        return {
+            "currentModelId": self.model,
+            "availableModels": [{"modelId": i, "name": n} for i, n in models],
+        }
+
+    def config_options(self) -> list[dict[str, Any]]:
+        opts = []
+        modes = _parse_list(ARGS.modes)
+        if modes:
+            opts.append(
+                {
+                    "id": "mode",
+                    "name": "Mode",
+                    "category": "mode",
+                    "type": "select",
+                    "currentValue": self.mode,
+                    "options": [{"value": i, "name": n} for i, n in modes],
+                }
+            )
+        models = _parse_list(ARGS.models)
+        if models:
+            opts.append(
+                {
+                    "id": "model",
+                    "name": "Model",
+                    "category": "model",
+                    "type": "select",
+                    "currentValue": self.model,
+                    "options": [{"value": i, "name": n} for i, n in models],
+                }
+            )
+        return opts
+
+    def decorate(self, result: dict[str, Any]) -> dict[str, Any]:
+        modes = self.modes_obj()
+        if modes is not None:
+            result["modes"] = modes
+        models = self.models_obj()
+        if models is not None:
+            result["models"] = models
+        if ARGS.config_options:
+            opts = self.config_options()
+            if opts:
+                result["configOptions"] = opts
+        return result
+
+
+def load_session_file(session_id: str) -> dict[str, Any] | None:
+    try:
+        with open(_session_path(session_id), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("sessionId") != session_id:
+        return None
+    return data
+
+
+def bump_attempt(key: str) -> int:
+    """Return how many times `key` was attempted before (0 on the first run), persisted."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:40]
+    adir = os.path.join(STATE_DIR, "attempts")
+    os.makedirs(adir, exist_ok=True)
+    path = os.path.join(adir, digest + ".count")
+    with open(os.path.join(STATE_DIR, "attempts.lock"), "a+") as lockf:
+        fcntl.flock(lockf.fileno(), fcntl.LOCK_EX)
+        try:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    count = int(f.read().strip() or "0")
+            except (OSError, ValueError):
+                count = 0
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(str(count + 1))
+            os.replace(path + ".tmp", path)
+        finally:
+            fcntl.flock(lockf.fileno(), fcntl.LOCK_UN)
+    return count
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+class Slot:
+    """An agent->client request waiting for its response."""
+
+    def __init__(self, prompt: Prompt) -> None:
+        self.prompt = prompt
+        self.frame: dict[str, Any] | None = None
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Prompt:
+    def __init__(self, req_id: Any, session: Session, text: str) -> None:
+        self.req_id = req_id
+        self.session = session
+        self.text = text
+        self.wake = threading.Event()
+        self.lock = threading.Lock()
+        self.cancel_requested = False
+        self.ignore_cancel = False
+        self.answered = False
+        self.agent_text: list[str] = []
+
+    # -- cancel / waiting
+    def cancel(self) -> None:
+        self.cancel_requested = True
+        self.wake.set()
+
+    def cancelled(self) -> bool:
+        return self.cancel_requested and not self.ignore_cancel and not self.answered
+
+    def check_cancel(self) -> None:
+        if self.cancelled():
+            raise Cancelled
+
+    def wait(self, done: Any = None, timeout: float | None = None) -> None:
+        """Wait until done() is true or timeout passes; raise Cancelled on an effective cancel."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.wake.clear()
+            self.check_cancel()
+            if done is not None and done():
+                return
+            if deadline is None:
+                remaining = 1.0
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+            self.wake.wait(min(remaining, 1.0))
+
+    # -- answering
+    def _release(self) -> bool:
+        with self.lock:
+            if self.answered:
+                return False
+            self.answered = True
+        with STATE_LOCK:
+            if self.session.running is self:
+                self.session.running = None
+        return True
+
+    def save_transcript(self) -> None:
+        with contextlib.suppress(OSError):
+            self.session.add_turn(self.text, "".join(self.agent_text))
+
+    def answer(self, result: dict[str, Any]) -> None:
+        if self._release():
+            self.save_transcript()
+            reply(self.req_id, result)
+
+    def answer_error(self, error: dict[str, Any]) -> None:
+        if self._release():
+            self.save_transcript()
+            reply_error(self.req_id, error)
+
+    def abandon(self) -> None:
+        if self._release():
+            self.save_transcript()
+
+    # -- emitting
+    def update(self, update: dict[str, Any]) -> None:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": self.session.id, "update": update},
+            }
+        )
+
+    def chunk(self, text: str, kind: str = "agent_message_chunk", message_id: Any = None) -> None:
+        upd: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        if message_id is not None:
+            upd["messageId"] = message_id
+        if kind == "agent_message_chunk":
+            self.agent_text.append(text)
+        self.update(upd)
+
+    def request(self, method: str, params: Any) -> dict[str, Any]:
+        rid = next_request_id()
+        slot = Slot(self)
+        with STATE_LOCK:
+            PENDING[rid] = slot
+        try:
+            send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+            self.wait(lambda: slot.frame is not None)
+        finally:
+            with STATE_LOCK:
+                PENDING.pop(rid, None)
+        assert slot.frame is not None
+        return slot.frame
+
+
+def _with_session(params: Any, session_id: str) -> Any:
+    if params is None:
+        return {"sessionId": session_id}
+    if isinstance(params, dict) and "sessionId" not in params:
+        return {"sessionId": session_id, **params}
+    return params
+
+
+def choose_script(text: str) -> list[Any]:
+    idx = text.find("SCRIPT:")
+    if idx >= 0:
+        body = text[idx + len("SCRIPT:") :].strip()
+        try:
+            script = json.loads(body)
+        except ValueError as exc:
+            raise ScriptError(f"bad SCRIPT JSON: {exc}") from None
+        if not isinstance(script, list):
+            raise ScriptError("SCRIPT must be a JSON array")
+        return script
+    m = re.search(r"SCN_([A-Z0-9_]+)", text)
+    if m:
+        name = m.group(1)
+        scenarios = _scenarios(ARGS.dialect)
+        if name not in scenarios:
+            raise ScriptError(f"unknown scenario SCN_{name}; known: {', '.join(SCENARIO_NAMES)}")
+        return scenarios[name]
+    return [{"chunk": "Echo: "}, {"chunk": text}, {"stop": "end_turn"}]
+
+
+def _permission_outcome(frame: dict[str, Any]) -> str:
+    if "error" in frame:
+        return "error"
+    result = frame.get("result")
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    if isinstance(outcome, dict):
+        if outcome.get("outcome") == "selected" and isinstance(outcome.get("optionId"), str):
+            return outcome["optionId"]
+        if outcome.get("outcome") == "cancelled":
+            return "cancelled"
+    return "invalid"
+
+
+def run_steps(p: Prompt, steps: list[Any]) -> bool:
+    """Run steps; return False when the worker must stop (hang/abandon)."""
+    sid = p.session.id
+    for step in steps:
+        if not p.answered:
+            p.check_cancel()
+        if not isinstance(step, dict):
+            raise ScriptError(f"step is not an object: {_dumps(step)}")
+        if "chunk" in step:
+            p.chunk(str(step["chunk"]), "agent_message_chunk", step.get("messageId"))
+        elif "thought" in step:
+            p.chunk(str(step["thought"]), "agent_thought_chunk", step.get("messageId"))
+        elif "update" in step:
+            p.update(step["update"])
+        elif "notify" in step:
+            n = step["notify"]
+            if not isinstance(n, dict) or not isinstance(n.get("method"), str):
+                raise ScriptError("notify needs {method, params?}")
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": n["method"],
+                    "params": _with_session(n.get("params"), sid),
+                }
+            )
+        elif "raw" in step:
+            text = str(step["raw"])
+            write_line(
+                (text + "\n").encode("utf-8", "surrogateescape"), {"dir": "out", "raw": text}
+            )
+        elif "raw_hex" in step:
+            data = bytes.fromhex(str(step["raw_hex"]))
+            write_line(data + b"\n", {"dir": "out", "raw_hex": data.hex()})
+        elif "big_line" in step:
+            emit_big_line(p, int(step["big_line"]), bool(step.get("json", True)))
+        elif "stderr" in step:
+            text = str(step["stderr"])
+            if not text.endswith("\n"):
+                text += "\n"
+            write_stderr(text * int(step.get("repeat", 1)))
+        elif "sleep" in step:
+            p.wait(None, float(step["sleep"]))
+        elif "permission" in step:
+            perm = step["permission"] if isinstance(step["permission"], dict) else {}
+            params = {
+                "sessionId": sid,
+                "toolCall": perm.get("toolCall", dict(PERMISSION_TOOL_CALL)),
+                "options": perm.get("options", PERMISSION_OPTIONS[ARGS.dialect]),
+            }
+            outcome = _permission_outcome(p.request("session/request_permission", params))
+            p.chunk(f"permission:{outcome}")
+            stop_on = step.get("stop_on")
+            if isinstance(stop_on, dict) and outcome in stop_on and not p.answered:
+                p.answer({"stopReason": stop_on[outcome]})
+        elif "request" in step:
+            r = step["request"]
+            if not isinstance(r, dict) or not isinstance(r.get("method"), str):
+                raise ScriptError("request needs {method, params?}")
+            frame = p.request(r["method"], _with_session(r.get("params"), sid))
+            rest = {k: v for k, v in frame.items() if k not in ("jsonrpc", "id")}
+            p.chunk("reply:" + json.dumps(rest, separators=(",", ":"), sort_keys=True))
+        elif "stop" in step:
+            result: dict[str, Any] = {"stopReason": step["stop"]}
+            if "usage" in step:
+                result["usage"] = step["usage"]
+            if "meta" in step:
+                result["_meta"] = step["meta"]
+            p.answer(result)
+        elif "error" in step:
+            err = step["error"]
+            if not isinstance(err, dict):
+                raise ScriptError("error needs an object {code, message, data?}")
+            p.answer_error(err)
+        elif "exit" in step:
+            if not p.answered:
+                p.save_transcript()
+            exit_now(int(step["exit"]), "script exit step")
+        elif "hang" in step:
+            if p.answered:
+                return False
+            p.wait(None, None)  # returns only by raising Cancelled
+        elif "abandon" in step:
+            p.abandon()
+            return False
+        elif "ignore_cancel" in step:
+            p.ignore_cancel = bool(step["ignore_cancel"])
+        elif "attempts" in step:
+            lists = step["attempts"]
+            if (
+                not isinstance(lists, list)
+                or not lists
+                or not all(isinstance(x, list) for x in lists)
+            ):
+                raise ScriptError("attempts needs a non-empty list of step lists")
+            n = bump_attempt(str(step.get("key", p.text)))
+            if not run_steps(p, lists[min(n, len(lists) - 1)]):
+                return False
+        elif "flood" in step:
+            emit_flood(p, int(step["flood"]), str(step.get("text", "x")))
+        else:
+            raise ScriptError(f"unknown step: {_dumps(step)}")
+    return True
+
+
+def emit_big_line(p: Prompt, size: int, as_json: bool) -> None:
+    if not as_json:
+        filler = b"#" * max(size, 1)
+        write_line(filler + b"\n", {"dir": "out", "big_line": size, "json": False})
+        return
+    base = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": p.session.id,
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": ""},
+            },
+        },
+    }
+    base_len = len(_dumps(base).encode())
+    base["params"]["update"]["content"]["text"] = "x" * max(size - base_len, 0)
+    data = _dumps(base).encode() + b"\n"
+    write_line(data, {"dir": "out", "big_line": size, "json": True})
+
+
+def emit_flood(p: Prompt, count: int, text: str) -> None:
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": p.session.id,
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+        },
+    }
+    line = (_dumps(frame) + "\n").encode("utf-8", "surrogateescape")
+    per_block = max(1, (1 << 20) // len(line))
+    block = line * per_block
+    log({"dir": "out", "flood": count, "frame": frame})
+    left = count
+    while left > 0:
+        if not p.answered:
+            p.check_cancel()
+        n = min(left, per_block)
+        data = block if n == per_block else line * n
+        with OUT_LOCK:
+            try:
+                _STDOUT.write(data)
+                _STDOUT.flush()
+            except (OSError, ValueError):
+                exit_now(0, "stdout closed")
+        left -= n
+
+
+def prompt_worker(p: Prompt) -> None:
+    try:
+        script = choose_script(p.text)
+        if run_steps(p, script):
+            p.answer({"stopReason": "end_turn"})
+    except Cancelled:
+        p.answer({"stopReason": "cancelled"})
+    except ScriptError as exc:
+        log({"event": "script_error", "error": str(exc)})
+        p.answer_error(invalid_params(f"fake-agent script error: {exc}"))
+    except Exception as exc:
+        log({"event": "worker_crash", "error": traceback.format_exc()})
+        p.answer_error(
+            {"code": -32603, "message": "Internal error", "data": f"fake-agent: {exc!r}"}
+        )
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+def _check_cwd_mcp(params: dict[str, Any]) -> str | None:
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not cwd or not os.path.isabs(cwd):
+        return "cwd must be an absolute, non-empty path"
+    if not isinstance(params.get("mcpServers"), list):
+        return "mcpServers must be a list"
+    return None
+
+
+def _get_session(params: dict[str, Any]) -> Session | None:
+    sid = params.get("sessionId")
+    with STATE_LOCK:
+        return SESSIONS.get(sid) if isinstance(sid, str) else None
+
+
+def _session_not_found(params: dict[str, Any]) -> dict[str, Any]:
+    sid = params.get("sessionId")
+    return {"code": -32002, "message": f"Session {sid} not found", "data": {"sessionId": sid}}
+
+
+def h_initialize(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.init_error is not None:
+        reply_error(rid, ARGS.init_error)
+        return
+    version = params.get("protocolVersion")
+    if ARGS.dialect == "kiro":
+        ok = isinstance(version, str) and version == PROTOCOL_KIRO
+    else:
+        ok = type(version) is int and version == PROTOCOL_INT
+    if not ok:
+        reply_error(rid, invalid_params(f"unsupported protocolVersion {_dumps(version)}"))
+        return
+    reply(
+        rid,
+        {
+            "protocolVersion": version,
+            "agentCapabilities": {
+                "loadSession": not ARGS.no_load,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "fake-agent", "version": "1.0"},
+        },
+    )
+    if ARGS.exit_after_init is not None:
+        exit_now(ARGS.exit_after_init, "--exit-after-init")
+
+
+def _initial_choice(items: str | None, current: str | None) -> str | None:
+    parsed = _parse_list(items)
+    if not parsed:
+        return None
+    return current if current else parsed[0][0]
+
+
+def h_session_new(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.new_error is not None:
+        reply_error(rid, ARGS.new_error)
+        return
+    bad = _check_cwd_mcp(params)
+    if bad:
+        reply_error(rid, invalid_params(bad))
+        return
+    sid = "sess-" + os.urandom(4).hex()
+    sess = Session(
+        {
+            "sessionId": sid,
+            "cwd": params["cwd"],
+            "mode": _initial_choice(ARGS.modes, ARGS.current_mode),
+            "model": _initial_choice(ARGS.models, ARGS.current_model),
+        }
+    )
+    sess.save()
+    with STATE_LOCK:
+        SESSIONS[sid] = sess
+    reply(rid, sess.decorate({"sessionId": sid}))
+
+
+def h_session_load(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.no_load:  # not advertised: behave like an agent without the method
+        reply_error(rid, dict(ERR_METHOD_NOT_FOUND))
+        return
+    if ARGS.load_error is not None:
+        reply_error(rid, ARGS.load_error)
+        return
+    bad = _check_cwd_mcp(params)
+    if bad:
+        reply_error(rid, invalid_params(bad))
+        return
+    sid = params.get("sessionId")
+    data = load_session_file(sid) if isinstance(sid, str) else None
+    if data is None:
+        reply_error(
+            rid, {"code": -32002, "message": "Resource not found", "data": {"sessionId": sid}}
+        )
+        return
+    with STATE_LOCK:
+        sess = SESSIONS.get(sid)
+        if sess is None or sess.running is None:
+            sess = Session(data)
+            SESSIONS[sid] = sess
+    sess.cwd = params["cwd"]
+    for entry in list(sess.transcript):
+        kind = "user_message_chunk" if entry.get("role") == "user" else "agent_message_chunk"
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": sid,
+                    "update": {
+                        "sessionUpdate": kind,
+                        "content": {"type": "text", "text": entry.get("text", "")},
+                    },
+                },
+            }
+        )
+    reply(rid, sess.decorate({}))
+
+
+def _known(spec: str | None, value: Any) -> bool:
+    return isinstance(value, str) and value in {i for i, _ in _parse_list(spec)}
+
+
+def _unknown_mode_error(mode: Any) -> dict[str, Any]:
+    if ARGS.dialect == "kiro":
+        return {"code": -32603, "message": "Internal error", "data": f"Mode '{mode}' not found"}
+    return invalid_params(f"unknown modeId {_dumps(mode)}")
+
+
+def h_set_mode(rid: Any, params: dict[str, Any]) -> None:
+    sess = _get_session(params)
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    mode = params.get("modeId")
+    if not _known(ARGS.modes, mode):
+        reply_error(rid, _unknown_mode_error(mode))
+        return
+    sess.mode = mode
+    sess.save()
+    reply(rid, {})
+
+
+def h_set_model(rid: Any, params: dict[str, Any]) -> None:
+    sess = _get_session(params)
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    model = params.get("modelId")
+    if not _known(ARGS.models, model):
+        reply_error(rid, invalid_params(f"unknown modelId {_dumps(model)}"))
+        return
+    sess.model = model
+    sess.save()
+    reply(rid, {})
+
+
+def h_set_config_option(rid: Any, params: dict[str, Any]) -> None:
+    sess = _get_session(params)
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    config_id = params.get("configId")
+    value = params.get("value")
+    if config_id == "mode" and _parse_list(ARGS.modes):
+        if not _known(ARGS.modes, value):
+            reply_error(rid, invalid_params(f"unknown value {_dumps(value)} for mode"))
+            return
+        sess.mode = value
+    elif config_id == "model" and _parse_list(ARGS.models):
+        if not _known(ARGS.models, value):
+            reply_error(rid, invalid_params(f"unknown value {_dumps(value)} for model"))
+            return
+        sess.model = value
+    else:
+        reply_error(rid, invalid_params(f"unknown configId {_dumps(config_id)}"))
+        return
+    sess.save()
+    reply(rid, {"configOptions": sess.config_options()})
+
+
+def h_prompt(rid: Any, params: dict[str, Any]) -> None:
+    prompt = params.get("prompt")
+    with STATE_LOCK:
+        sess = _get_session(params)
+        if sess is None:
+            reply_error(rid, _session_not_found(params))
+            return
+        if not isinstance(prompt, list):
+            reply_error(rid, invalid_params("prompt must be a list of content blocks"))
+            return
+        if sess.running is not None:
+            if ARGS.dialect == "kiro":
+                busy = {
+                    "code": -32603,
+                    "message": "Internal error",
+                    "data": "prompt already in progress",
+                }
+            else:
+                busy = {"code": -32600, "message": "Prompt already in progress"}
+            reply_error(rid, busy)
+            return
+        texts = [
+            b["text"]
+            for b in prompt
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        p = Prompt(rid, sess, "\n".join(texts))
+        sess.running = p
+    threading.Thread(target=prompt_worker, args=(p,), name=f"prompt-{rid}", daemon=True).start()
+
+
+def h_cancel(params: dict[str, Any]) -> None:
+    sess = _get_session(params)
+    if sess is None:
+        return
+    with STATE_LOCK:
+        p = sess.running
+    if p is not None:
+        p.cancel()
+
+
+REQUEST_HANDLERS = {
+    "initialize": h_initialize,
+    "session/new": h_session_new,
+    "session/load": h_session_load,
+    "session/set_mode": h_set_mode,
+    "session/set_model": h_set_model,
+    "session/set_config_option": h_set_config_option,
+    "session/prompt": h_prompt,
+}
+
+
+def handle_line(raw: bytes) -> None:
+    line = raw.rstrip(b"\r\n")
+    if not line.strip():
+        return
+    try:
+        text = line.decode("utf-8")
+        frame = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        log({"dir": "in", "raw": line[:2000].decode("utf-8", "replace")})
+        reply_error(None, {"code": -32700, "message": "Parse error"})
+        return
+    log({"dir": "in", "frame": frame})
+    if not isinstance(frame, dict):
+        reply_error(None, {"code": -32600, "message": "Invalid Request"})
+        return
+    method = frame.get("method")
+    has_id = "id" in frame
+    if method is None:
+        if has_id:  # a response to one of our requests
+            with STATE_LOCK:
+                slot = PENDING.get(frame["id"]) if isinstance(frame["id"], int) else None
+            if slot is not None:
+                slot.frame = frame
+                slot.prompt.wake.set()
+        return
+    params = frame.get("params")
+    if not isinstance(params, dict):
+        params = {}
+    if not has_id:
+        if method == "session/cancel":
+            h_cancel(params)
+        return
+    rid = frame["id"]
+    handler = REQUEST_HANDLERS.get(method) if isinstance(method, str) else None
+    if handler is None:
+        reply_error(rid, dict(ERR_METHOD_NOT_FOUND))
+        return
+    try:
+        handler(rid, params)
+    except Exception as exc:
+        log({"event": "handler_crash", "error": traceback.format_exc()})
+        reply_error(
+            rid, {"code": -32603, "message": "Internal error", "data": f"fake-agent: {exc!r}"}
+        )
+
+
+# ----------------------------------------------------------------------------- startup
+
+
+def _json_arg(value: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return obj
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="fake_agent.py", description="Scripted fake ACP agent")
+    ap.add_argument("--dialect", choices=["kiro", "claude", "codex", "generic"], default="generic")
+    ap.add_argument("--no-load", action="store_true", help="do not advertise loadSession")
+    ap.add_argument("--modes", help="comma list of mode ids (id or id=Name)")
+    ap.add_argument("--current-mode")
+    ap.add_argument("--models", help="comma list of model ids (id or id=Name)")
+    ap.add_argument("--current-model")
+    ap.add_argument("--config-options", action="store_true")
+    ap.add_argument("--init-error", type=_json_arg)
+    ap.add_argument("--new-error", type=_json_arg)
+    ap.add_argument("--load-error", type=_json_arg)
+    ap.add_argument("--exit-on-start", type=int)
+    ap.add_argument("--exit-after-init", type=int)
+    ap.add_argument("--stderr-on-start")
+    ap.add_argument("--stderr-flood", type=int, metavar="BYTES")
+    ap.add_argument("--ignore-stdin-eof", action="store_true")
+    ap.add_argument("--ignore-sigterm", action="store_true")
+    ap.add_argument("--fork-child", action="store_true")
+    ap.add_argument("--log", default=os.environ.get("FAKE_AGENT_LOG") or None)
+    ap.add_argument("--state-dir", default=os.environ.get("FAKE_AGENT_STATE") or None)
+    return ap.parse_args(argv)
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    if ARGS.ignore_sigterm:
+        log({"event": "signal_ignored", "signal": signum})
+        return
+    log({"event": "exit", "code": -signum, "reason": "signal"})
+    if TEMP_STATE:
+        shutil.rmtree(STATE_DIR, ignore_errors=True)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _stderr_flood(total: int) -> None:
+    """Write exactly `total` bytes of numbered stderr lines, in 64 KiB writes."""
+    parts: list[str] = []
+    size = 0
+    n = 0
+    while size < total:
+        line = f"fake-agent stderr flood line {n:08d} {'.' * 60}\n"
+        if size + len(line) > total:
+            line = "." * (total - size - 1) + "\n"
+        parts.append(line)
+        size += len(line)
+        n += 1
+    data = "".join(parts)
+    for start in range(0, len(data), 65536):
+        write_stderr(data[start : start + 65536])
+
+
+def main(argv: list[str]) -> None:
+    global ARGS, LOG_PATH, STATE_DIR, TEMP_STATE
+    ARGS = parse_args(argv)
+    LOG_PATH = ARGS.log
+    if ARGS.state_dir:
+        STATE_DIR = os.path.abspath(ARGS.state_dir)
+    else:
+        STATE_DIR = tempfile.mkdtemp(prefix="fake-agent-")
+        TEMP_STATE = True
+    os.makedirs(os.path.join(STATE_DIR, "sessions"), exist_ok=True)
+
+    log({"event": "start", "pid": os.getpid(), "argv": sys.argv})
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    if ARGS.stderr_on_start is not None:
+        text = ARGS.stderr_on_start
+        write_stderr(text if text.endswith("\n") else text + "\n")
+    if ARGS.exit_on_start is not None:
+        write_stderr(f"fake-agent: exiting on start with code {ARGS.exit_on_start}\n")
+        exit_now(ARGS.exit_on_start, "--exit-on-start")
+    if ARGS.fork_child:
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time\nfor _ in range(300):\n    time.sleep(1)\n"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        log({"event": "child", "pid": child.pid})
+    if ARGS.stderr_flood:
+        _stderr_flood(ARGS.stderr_flood)
+
+    stdin = sys.stdin.buffer
+    while True:
+        try:
+            raw = stdin.readline()
+        except (OSError, ValueError):
+            raw = b""
+        if not raw:
+            break
+        handle_line(raw)
+
+    log({"event": "stdin_eof"})
+    if not ARGS.ignore_stdin_eof:
+        exit_now(0, "stdin eof")
+    forever = threading.Event()
+    while True:
+        forever.wait(1.0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

