@@ -28,6 +28,7 @@ from acp.errors import (
     AcpPromptBusy,
     AcpTimeoutError,
     AcpToolGateUnroutable,
+    _with_request_id,
 )
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
@@ -362,16 +363,14 @@ def _classify(
         )
     if shown:
         return _Verdict("unknown", False, f"The agent reported an error: {shown.rstrip('.')}.")
+    shown_error = dict(error)
+    if isinstance(error.get("data"), dict):  # coded kinds are for us, not for people
+        coded = ("errorKind", "codexErrorInfo")
+        shown_error["data"] = {k: v for k, v in error["data"].items() if k not in coded}
     raw = _RE_SLASH_COMMAND.sub(
-        "[command removed]", redact_links(json.dumps(error, ensure_ascii=False))
+        "[command removed]", redact_links(json.dumps(shown_error, ensure_ascii=False))
     )[:500]
     return _Verdict("unknown", False, f"The agent reported an error it did not explain: {raw}.")
-
-
-def _with_request_id(text: str, request_id: str) -> str:
-    if not request_id or request_id in text:
-        return text
-    return f"{text} (request id: {request_id})"
 
 
 def _acp_error_from(
@@ -391,7 +390,13 @@ def _acp_error_from(
     if verdict.kind == "prompt_busy":
         exc = AcpPromptBusy(code=code, raw_error=error)
     elif verdict.kind == "auth":
-        exc = AcpAuthRequired(backend.label, backend.sign_in, code=code, raw_error=error)
+        exc = AcpAuthRequired(
+            backend.label,
+            backend.sign_in,
+            code=code,
+            raw_error=error,
+            request_id=parts.request_id,
+        )
     elif verdict.kind == "model_unavailable":
         exc = AcpModelUnavailable(
             verdict.model,

@@ -23,6 +23,13 @@ from typing import Any
 from acp.tool_gate import ToolGateUnroutable
 
 
+def _with_request_id(text: str, request_id: str) -> str:
+    """The provider's request id, shown once, so a support ticket can quote it."""
+    if not request_id or request_id in text:
+        return text
+    return f"{text} (request id: {request_id})"
+
+
 class AcpError(Exception):
     def __init__(
         self,
@@ -105,15 +112,20 @@ class AcpAuthRequired(AcpError):
         *,
         code: int | None = None,
         raw_error: dict[str, Any] | None = None,
+        request_id: str = "",
     ) -> None:
         self.backend_label = backend_label
         self.sign_in = sign_in
         super().__init__(
-            f"{backend_label} is not signed in to its model service: {sign_in}, then try again. "
-            "Retrying or switching models will not help.",
+            _with_request_id(
+                f"{backend_label} is not signed in to its model service: {sign_in}, then try "
+                "again. Retrying or switching models will not help.",
+                request_id,
+            ),
             kind="auth",
             code=code,
             raw_error=raw_error,
+            request_id=request_id,
         )
 
 
@@ -153,7 +165,7 @@ class AcpModelUnavailable(AcpError):
         else:
             tail = "; choose another model the agent offers."
         super().__init__(
-            lead + tail,
+            _with_request_id(lead + tail, request_id),
             kind="model_unavailable",
             code=code,
             raw_error=raw_error,

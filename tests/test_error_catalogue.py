@@ -931,11 +931,6 @@ def test_a_request_id_is_appended_exactly_once_to_our_own_wording(c: Case) -> No
     assert exc.request_id == c.rid
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AcpAuthRequired/AcpModelUnavailable build their own text and omit the request id "
-    "(acp/errors.py and _acp_error_from are outside the classifier)",
-)
 @pytest.mark.parametrize(
     "error",
     [

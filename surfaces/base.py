@@ -1,0 +1,137 @@
+"""The seam between the bot and a platform: neutral types only. An adapter is handed a callback and
+speaks these types; it never imports `bot/` or `acp/`.
+
+What a person did arrives as `Inbound` (a message) or `ChoiceAnswer` (a button press); what the bot
+shows goes out through `Surface.send`/`edit`/`ask_choice`. `SurfaceCapabilities` tells the bot how
+to pace, split and render for this platform."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio.abc
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """Where a conversation lives: (surface, chat, thread). `thread` is "" outside threads."""
+
+    surface: str
+    chat: str
+    thread: str = ""
+
+    def __str__(self) -> str:
+        tail = f"/{self.thread}" if self.thread else ""
+        return f"{self.surface}:{self.chat}{tail}"
+
+
+@dataclass(frozen=True, slots=True)
+class UserRef:
+    id: str
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One message a person sent."""
+
+    key: ConversationKey
+    user: UserRef
+    text: str  # already stripped of the bot mention
+    event_id: str  # the platform's id of this event, for de-duplication of redeliveries
+    reply_to_bot: bool = True  # in groups: mentioned or replying to the bot
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceAnswer:
+    """A person picked one option of a choice (a button press, a typed number)."""
+
+    key: ConversationKey
+    user: UserRef
+    token: str
+    event_id: str
+    # Lets the bot answer only the person who pressed (an ephemeral notice), where supported.
+    notify: Callable[[str], Awaitable[None]] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    token: str  # one-time token the surface hands back in ChoiceAnswer
+    label: str
+    style: str = "default"  # "primary" | "danger" | "default"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    key: ConversationKey
+    id: str
+
+
+def count_chars(text: str) -> int:
+    return len(text)
+
+
+def count_utf16(text: str) -> int:
+    """Telegram counts message length in UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceCapabilities:
+    max_chars: int  # per message, in the surface's own unit
+    count: Callable[[str], int] = count_chars
+    min_edit_interval: float = 1.0  # seconds between edits of one chat's messages
+    can_edit: bool = True
+    drafts: bool = False  # native streaming previews
+    buttons: bool = True
+    threads: bool = False
+
+
+OnEvent = Callable[[Inbound | ChoiceAnswer], Awaitable[None]]
+
+
+class Surface(Protocol):
+    name: str
+    capabilities: SurfaceCapabilities
+
+    async def run(
+        self,
+        on_event: OnEvent,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Receive until cancelled (or, for finite inputs, until the input ends)."""
+        ...
+
+    def render(self, markdown: str) -> str:
+        """Model Markdown -> this platform's dialect."""
+        ...
+
+    async def send(self, key: ConversationKey, text: str) -> MessageRef: ...
+
+    async def edit(self, ref: MessageRef, text: str) -> None: ...
+
+    async def ask_choice(
+        self,
+        key: ConversationKey,
+        prompt: str,
+        choices: Sequence[Choice],
+        *,
+        allowed_users: Sequence[str],
+    ) -> MessageRef: ...
+
+    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+        """Withdraw the buttons and show what happened."""
+        ...
+
+    async def typing(self, key: ConversationKey) -> None: ...
+
+    def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
+        """Register (name, description) commands where the platform has a menu."""
+        ...

@@ -1,0 +1,33 @@
+"""Failures a surface reports to the bot, mapped from the platform SDK's own exceptions at the
+adapter. The bot decides what to do (wait, retry, give up); the adapter only translates.
+
+::
+
+    SurfaceError
+    ├── RateLimited        .retry_after seconds the platform asked us to wait
+    ├── SendFailed         .transient: worth retrying (network, 5xx) or not (bad request)
+    └── MessageGone        the message to edit no longer exists (deleted, too old)
+"""
+
+from __future__ import annotations
+
+
+class SurfaceError(Exception):
+    pass
+
+
+class RateLimited(SurfaceError):
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"rate limited; retry after {retry_after:g} s")
+
+
+class SendFailed(SurfaceError):
+    def __init__(self, reason: str, *, transient: bool) -> None:
+        self.reason = reason
+        self.transient = transient
+        super().__init__(reason)
+
+
+class MessageGone(SurfaceError):
+    pass
