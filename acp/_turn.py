@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 KIRO_INTERRUPTED = "Tool uses were interrupted, waiting for the next user prompt"
 _TEXT = EventKind.TEXT
 _TOOL_CALL = EventKind.TOOL_CALL
+# Events that show the agent is still producing output (unlike usage or title updates, which
+# may arrive between an error's echo chunk and the error itself).
+_CONTENT = frozenset(
+    {EventKind.TEXT, EventKind.THOUGHT, EventKind.TOOL_CALL, EventKind.TOOL_UPDATE, EventKind.PLAN}
+)
 
 ErrorFactory = Callable[[dict[str, Any], str], AcpError]
 
@@ -154,7 +159,7 @@ class PromptTurn:
                         continue
                 item = items.popleft()
                 tag = item[0]
-                if tag != "r" and held is not None:
+                if tag == "p" and held is not None:
                     self.text_parts.append(held.text)
                     yield held
                     held = None
@@ -163,6 +168,11 @@ class PromptTurn:
                     if event is None:
                         continue
                     kind = event.kind
+                    if held is not None and kind in _CONTENT:
+                        # more content follows: the held chunk was output, not an echo
+                        self.text_parts.append(held.text)
+                        yield held
+                        held = None
                     if kind is _TEXT:
                         if self._system_error:
                             self._held.append(event)
@@ -210,6 +220,7 @@ class PromptTurn:
                         return
                     raise self.classify(reply.error, self.partial_output)
                 elif tag == "d":
+                    held = None  # the process died: an error-looking chunk was its last words
                     if timed_out:
                         raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
                     cause: AcpRuntimeError = item[1]
@@ -307,7 +318,10 @@ class PromptTurn:
                 with anyio.move_on_after(max(0.0, limit - time.monotonic())):
                     await inbox.wait()
                 if not inbox.items:
-                    raise AcpRequestTimeout("session/load", idle_timeout)
+                    capped = time.monotonic() >= hard_deadline
+                    raise AcpRequestTimeout(
+                        "session/load", hard_timeout if capped else idle_timeout
+                    )
                 while inbox.items:
                     item = inbox.items.popleft()
                     if item[0] == "r":

@@ -78,7 +78,7 @@ def resolve_executable(argv: Sequence[str], env: Mapping[str, str]) -> list[str]
             raise AcpSpawnFailed(program, "was not found")
         if not os.access(path, os.X_OK):
             raise AcpSpawnFailed(program, "is not executable")
-        return [str(path), *argv[1:]]
+        return [str(path.resolve()), *argv[1:]]  # the agent runs in the workspace, not here
     found = shutil.which(program, path=env.get("PATH", os.defpath))
     if found is None:
         raise AcpSpawnFailed(program, "was not found on PATH")
@@ -132,6 +132,14 @@ class AcpRuntime:
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
         self.auth_methods: list[Any] = []
+        self.auth_status = ""  # claude/codex announce it: "none" means not signed in
+        self.handle.on_notification = self._on_notification
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method == "_auth/status_update" and isinstance(params, dict):
+            status = params.get("authStatus")
+            if isinstance(status, dict) and isinstance(status.get("kind"), str):
+                self.auth_status = status["kind"]
 
     @property
     def backend(self) -> Backend:
@@ -232,11 +240,27 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies have exited: they only wait for
+    whoever reaps orphans, which can be slow in a container."""
     try:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 @asynccontextmanager

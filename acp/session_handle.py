@@ -279,16 +279,21 @@ class SessionHandle:
             return
         params = message.get("params")
         if "id" in message:
-            tg.start_soon(self._answer, message["id"], method, params)
+            # The scope exists before the task runs, so a `$/cancel_request` read in the same
+            # chunk still finds it.
+            scope = anyio.CancelScope()
+            if isinstance(message["id"], str | int):
+                self._running[message["id"]] = scope
+            tg.start_soon(self._answer, message["id"], method, params, scope)
             return
         session_id = params.get("sessionId") if type(params) is dict else None
         inbox = self._inboxes.get(session_id) if isinstance(session_id, str) else None
         if inbox is not None:
             inbox.push(("n", method, params))
         elif method == "$/cancel_request" and isinstance(params, dict):
-            scope = self._running.get(params.get("requestId"))
-            if scope is not None:
-                scope.cancel()
+            running = self._running.get(params.get("requestId"))
+            if running is not None:
+                running.cancel()
         else:
             self.on_notification(method, params)
 
@@ -306,17 +311,19 @@ class SessionHandle:
         else:
             sink(RpcReply(result=message.get("result")))
 
-    async def _answer(self, request_id: Any, method: str, params: Any) -> None:
+    async def _answer(
+        self, request_id: Any, method: str, params: Any, scope: anyio.CancelScope
+    ) -> None:
         reply = RpcReply(error={"code": REQUEST_CANCELLED, "message": "Request cancelled"})
-        with anyio.CancelScope() as scope:
-            self._running[request_id] = scope
+        with scope:
             try:
                 reply = await self.on_request(method, params)
             except Exception:
                 log.exception("answering agent request %s failed", method)
                 reply = RpcReply(error={"code": INTERNAL_ERROR, "message": "Internal error"})
             finally:
-                self._running.pop(request_id, None)
+                if isinstance(request_id, str | int):
+                    self._running.pop(request_id, None)
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
         if reply.error is not None:
             frame["error"] = reply.error

@@ -123,6 +123,11 @@ class PendingPermission:
     def answered(self) -> bool:
         return self._answered.is_set()
 
+    @property
+    def answer_id(self) -> str | None:
+        """The option id sent (None: `cancelled`, or not answered yet)."""
+        return self._answer
+
     def respond(self, option_id: str | None) -> None:
         if not self._answered.is_set():
             self._answer = option_id

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import random
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -33,7 +35,17 @@ from acp import (
     PendingPermission,
     RefusalInfo,
 )
-from config import RetrySettings
+from acp._dispatch import redact_links
+from acp.client import AcpClient
+from acp.session_handle import AcpRuntimeError
+from acp.types import UsageInfo
+from bot.conversation import Binding
+from bot.reply import ReplyStream
+from config import ConfigError, RetrySettings
+from surfaces.base import ConversationKey, Inbound, Surface, UserRef
+
+if TYPE_CHECKING:
+    from bot.app import BotApp
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +190,7 @@ def refusal_card_text(refusal: RefusalInfo, streamed_text: str) -> str:
     lines = ["The model declined to answer this request."]
     if refusal.category:
         lines.append(f"Category: {refusal.category}")
-    if refusal.explanation and _squash(refusal.explanation) not in _squash(streamed_text):
+    if refusal.explanation and not _already_streamed(refusal.explanation, streamed_text):
         lines.append(f"Reason: {refusal.explanation}")
     if refusal.recommended_model:
         lines.append(f"A model that may answer it: {refusal.recommended_model}")
@@ -189,6 +201,12 @@ def refusal_card_text(refusal: RefusalInfo, streamed_text: str) -> str:
 
 def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+def _already_streamed(explanation: str, streamed_text: str) -> bool:
+    """The parser capped and redacted the explanation; compare like with like."""
+    core = _squash(explanation.removesuffix("…"))
+    return core in _squash(redact_links(streamed_text))
 
 
 def stop_notice(stats: AcpPromptStats) -> str:
@@ -205,3 +223,234 @@ def stop_notice(stats: AcpPromptStats) -> str:
     if stats.stop_reason == STOP_REASON_CANCELLED:
         return "The turn was stopped."
     return ""
+
+
+# ---- one conversation ------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Queued:
+    inbound: Inbound
+    done: anyio.Event
+
+
+class ConversationSessions:
+    """The conversation's agent session: reused while its agent lives, resumed with session/load
+    after a restart or respawn when the agent can, else started fresh with a visible notice."""
+
+    def __init__(self, runner: ChatRunner) -> None:
+        self.runner = runner
+        self.current: AcpSession | None = None
+
+    async def session(self) -> AcpSession:
+        engine = self.runner.engine
+        client = await engine.client()
+        if self.current is not None and self.current.client is client:
+            return self.current
+        key = self.runner.key
+        binding = await engine.store.get_binding(key)
+        notice = ""
+        session: AcpSession | None = None
+        if binding is not None:
+            session, notice = await self._resume(client, binding)
+            if session is None:
+                client = await engine.client()  # a failed load may have taken the agent down
+        if session is None:
+            session = await client.open_session()
+            model = binding.model if binding is not None else engine.settings.model
+            if model and model != session.model:
+                try:
+                    await session.set_model(model)
+                except AcpError as exc:
+                    log.warning("could not select model %s: %s", model, exc)
+                    notice = _join(
+                        notice,
+                        f"The model {model} is not available; using "
+                        f"{session.model or 'the agent default'}.",
+                    )
+            generation = binding.generation + 1 if binding is not None else 0
+            await engine.store.put_binding(
+                key,
+                Binding(
+                    session.session_id,
+                    client.backend.name,
+                    str(client.runtime.workspace),
+                    session.model,
+                    generation,
+                ),
+            )
+        self.current = session
+        if notice:
+            await self.runner.say(notice)
+        return session
+
+    async def _resume(self, client: AcpClient, binding: Binding) -> tuple[AcpSession | None, str]:
+        lost = "Earlier context of this conversation could not be restored"
+        if binding.backend != client.backend.name:
+            return None, f"{lost}: the agent changed. Starting a new session."
+        if binding.workspace != str(client.runtime.workspace):
+            return None, f"{lost}: the workspace changed. Starting a new session."
+        if not client.runtime.supports_load:
+            return None, f"{lost}: the agent cannot resume sessions. Starting a new session."
+        try:
+            session = await client.load_session(binding.session_id, model=binding.model)
+        except (AcpError, AcpRuntimeError) as exc:
+            log.warning("could not resume session %s: %s", binding.session_id, exc)
+            return None, f"{lost} (the agent could not resume it). Starting a new session."
+        log.info("resumed session %s for %s", binding.session_id, self.runner.key)
+        return session, ""
+
+    async def reset(self) -> None:
+        """The agent died: drop it so the next turn respawns (and resumes)."""
+        self.drop()
+        await self.runner.engine.discard_client()
+
+    def drop(self) -> None:
+        if self.current is not None:
+            self.current.close()
+        self.current = None
+
+
+class _ChatOutput:
+    def __init__(self, runner: ChatRunner, reply: ReplyStream, requester: UserRef) -> None:
+        self.runner = runner
+        self.reply = reply
+        self.requester = requester
+        self.text = ""
+
+    async def on_event(self, event: AcpEvent) -> None:
+        kind = event.kind
+        if kind is EventKind.TEXT:
+            self.text += event.text
+            self.reply.update(self.text)
+        elif kind is EventKind.TOOL_CALL and event.tool is not None:
+            self.reply.set_status(f"running {event.tool.describe()}")
+        elif kind is EventKind.TOOL_UPDATE and event.tool is not None:
+            if event.tool.status in ("completed", "failed"):
+                self.reply.set_status(None)
+        elif kind is EventKind.COMMANDS:
+            self.runner.agent_commands = event.commands
+        elif kind is EventKind.USAGE and event.usage is not None:
+            self.runner.usage = event.usage
+
+    async def on_permission(self, pending: PendingPermission) -> str | None:
+        runner = self.runner
+        return await runner.engine.approvals.ask(
+            runner.surface, runner.key, self.requester, pending
+        )
+
+    async def on_retry(self, error: AcpError, delay: float) -> None:
+        self.reply.set_status("a temporary error; retrying")
+
+
+def _join(*parts: str) -> str:
+    return "\n\n".join(part.strip("\n") for part in parts if part.strip())
+
+
+class ChatRunner:
+    """One conversation: one turn at a time; messages arriving mid-turn wait in a bounded queue
+    (a burst from one person becomes one turn); never a second concurrent prompt."""
+
+    def __init__(self, engine: BotApp, surface: Surface, key: ConversationKey) -> None:
+        self.engine = engine
+        self.surface = surface
+        self.key = key
+        self.sessions = ConversationSessions(self)
+        self.queue: deque[_Queued] = deque()
+        self.running = False
+        self.turn_started = 0.0
+        self.agent_commands: tuple[str, ...] = ()
+        self.usage: UsageInfo | None = None
+        self._turn_scope: anyio.CancelScope | None = None
+
+    async def say(self, text: str) -> None:
+        await self.engine.deliver(self.surface, self.key, text)
+
+    async def submit(self, inbound: Inbound) -> anyio.Event:
+        done = anyio.Event()
+        if len(self.queue) >= self.engine.settings.queue_limit:
+            await self.say("Too many messages are waiting; send this again after the reply.")
+            done.set()
+            return done
+        self.queue.append(_Queued(inbound, done))
+        if self.running:
+            await self.say("Queued; it goes to the agent when the current reply is done.")
+        else:
+            self.running = True
+            self.engine.spawn(self._work)
+        return done
+
+    async def _work(self) -> None:
+        try:
+            while self.queue:
+                batch = [self.queue.popleft()]
+                while self.queue and self.queue[0].inbound.user == batch[0].inbound.user:
+                    batch.append(self.queue.popleft())
+                try:
+                    with anyio.CancelScope() as scope:
+                        self._turn_scope = scope
+                        await self._turn([queued.inbound for queued in batch])
+                finally:
+                    self._turn_scope = None
+                    for queued in batch:
+                        queued.done.set()
+        finally:  # a crash never leaves the conversation busy
+            self.running = False
+            for queued in self.queue:
+                queued.done.set()
+            self.queue.clear()
+
+    async def _turn(self, batch: list[Inbound]) -> None:
+        text = "\n\n".join(inbound.text for inbound in batch)
+        requester = batch[0].user
+        engine = self.engine
+        self.turn_started = time.monotonic()
+        async with engine.open_reply(self.surface, self.key) as reply:
+            output = _ChatOutput(self, reply, requester)
+            notice = ""
+            try:
+                try:
+                    stats = await self._run(text, output)
+                except AcpPromptBusy:
+                    # the agent still runs an earlier prompt: a fresh session, replayed once
+                    self.sessions.drop()
+                    stats = await self._run(text, output)
+                if stats.refusal is not None:
+                    notice = refusal_card_text(stats.refusal, output.text)
+                else:
+                    notice = stop_notice(stats)
+            except (AcpError, AcpRuntimeError, ConfigError) as exc:
+                if isinstance(exc, AcpProcessDied | AcpRuntimeError):
+                    self.sessions.drop()
+                notice = str(exc)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await engine.finish_reply(
+                        reply,
+                        self.key,
+                        _join(output.text, "(stopped: Switchboard is shutting down)"),
+                    )
+                raise
+            await engine.finish_reply(reply, self.key, _join(output.text, notice))
+
+    async def _run(self, text: str, output: _ChatOutput) -> AcpPromptStats:
+        return await run_turn(
+            self.sessions,
+            text,
+            output,
+            policy=self.engine.policy,
+            timeout=self.engine.settings.prompt_timeout,
+        )
+
+    async def stop(self) -> bool:
+        """/stop: cancel the running turn, drop the queue and pending approvals."""
+        for queued in self.queue:
+            queued.done.set()
+        self.queue.clear()
+        session = self.sessions.current
+        if not self.running or session is None or not session.busy:
+            return False
+        await session.cancel()
+        return True
+
+    def hard_stop(self) -> None:
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()

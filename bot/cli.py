@@ -1,5 +1,5 @@
 """The `switchboard` command. This is the CLI boundary: whatever goes wrong, a person reads one
-clear sentence on stderr and gets exit code 1 (130 when interrupted) — never a traceback."""
+clear sentence on stderr and gets a non-zero exit code — never a traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
@@ -22,16 +21,30 @@ from acp import (
     PendingPermission,
 )
 from acp.runtime import RuntimePool
+from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
+from bot.app import BotApp
 from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notice
+from bot.doctor import run_doctor
 from bot.logs import configure_logging
+from bot.store import StoreError, open_store
 from config import ConfigError, Settings, load_settings
+from surfaces import console
+from surfaces.base import Surface
 
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+SURFACE_SETTINGS = {
+    "Telegram": "SWITCHBOARD_TELEGRAM__TOKEN (and SWITCHBOARD_TELEGRAM__ALLOWED_USERS)",
+    "Slack": "SWITCHBOARD_SLACK__BOT_TOKEN with SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
+    "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode), and SWITCHBOARD_SLACK__ALLOWED_USERS",
+    "Discord": "SWITCHBOARD_DISCORD__TOKEN (and SWITCHBOARD_DISCORD__ALLOWED_USERS)",
+}
 
 
 def _add_agent_options(parser: argparse.ArgumentParser) -> None:
@@ -64,8 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Chat with ACP coding agents from chat platforms and the terminal.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="start every configured chat surface")
+    chat = commands.add_parser(
+        "chat", help="chat in the terminal (reads stdin line by line when it is not a terminal)"
+    )
     ask = commands.add_parser("ask", help="one prompt in a fresh session; the reply on stdout")
-    _add_agent_options(ask)
+    doctor = commands.add_parser(
+        "doctor", help="check the agent, the state store and each surface token"
+    )
+    for sub in (run, chat, ask, doctor):
+        _add_agent_options(sub)
     ask.add_argument("text", nargs="+", metavar="TEXT", help="the prompt")
     return parser
 
@@ -80,6 +101,18 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def _stop_on_signals(stop: anyio.Event, signals: Sequence[signal.Signals]) -> None:
+    with anyio.open_signal_receiver(*signals) as received:
+        async for _ in received:
+            stop.set()
+            return
+
+
+# ---- ask ------------------------------------------------------------------------------------
 class _AskOutput:
     """Streams the reply to stdout; nobody can approve tools in a one-shot prompt."""
 
@@ -99,27 +132,18 @@ class _AskOutput:
         log.info("%s; retrying in %.1f s", error.kind, delay)
 
 
-def _end_line(output: _AskOutput) -> None:
-    if output.text and not output.text.endswith("\n"):
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-
-
-async def _watch_signals(scope: anyio.CancelScope, state: dict[str, Any]) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-        async for _ in signals:
-            state["interrupted"] = True
-            scope.cancel()
-            return
-
-
 async def _ask(settings: Settings, text: str) -> int:
     spec, gate = agent_plan(settings)  # before any spawn: an unroutable gate spawns nothing
     output = _AskOutput()
-    state: dict[str, Any] = {"interrupted": False}
+    interrupted = anyio.Event()
     stats = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch_signals, tg.cancel_scope, state)
+
+        async def watch() -> None:
+            await _stop_on_signals(interrupted, (signal.SIGTERM, signal.SIGHUP))
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
         pool: RuntimePool[AcpClient] = RuntimePool(tg, client_preparer(gate, settings))
         try:
             stats = await run_turn(
@@ -130,10 +154,12 @@ async def _ask(settings: Settings, text: str) -> int:
                 timeout=settings.prompt_timeout,
             )
         finally:
-            _end_line(output)
+            if output.text and not output.text.endswith("\n"):
+                sys.stdout.write("\n")
+                sys.stdout.flush()
             await pool.aclose()
             tg.cancel_scope.cancel()
-    if state["interrupted"] or stats is None:
+    if interrupted.is_set() or stats is None:
         _say("Stopped; the agent was shut down.")
         return EXIT_INTERRUPTED
     if stats.refusal is not None:
@@ -145,10 +171,62 @@ async def _ask(settings: Settings, text: str) -> int:
     return EXIT_OK
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+# ---- chat / run -----------------------------------------------------------------------------
+async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
+    store = open_store(settings.state)
+    try:
+        app = BotApp(settings, store, AccessPolicy.from_settings(settings))
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+            await app.serve(surfaces, stop)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
+    return EXIT_OK
 
 
+async def _chat(settings: Settings) -> int:
+    surface = console.create_surface()
+    if surface.interactive:
+        _say(
+            f"Chatting with the {settings.agent} agent in {settings.workspace}. "
+            "/help lists commands; Ctrl-D quits."
+        )
+    return await _serve(settings, [surface])
+
+
+def _run(settings: Settings) -> int:
+    configured = [
+        name
+        for name, on in (
+            ("Telegram", settings.telegram.token),
+            ("Slack", settings.slack.bot_token),
+            ("Discord", settings.discord.token),
+        )
+        if on
+    ]
+    if configured:
+        _say(
+            f"{', '.join(configured)} is configured, but this version of Switchboard cannot run "
+            "that surface yet; use `switchboard chat` for the terminal."
+        )
+    else:
+        _say("No chat surface is configured. Set one of:")
+        for name, how in SURFACE_SETTINGS.items():
+            _say(f"  {name}: {how}")
+    return EXIT_USAGE
+
+
+async def _doctor(settings: Settings) -> int:
+    checks = await run_doctor(settings)
+    for check in checks:
+        print(check.line(), flush=True)
+    return EXIT_OK if all(check.ok for check in checks) else EXIT_FAILED
+
+
+# ---- the boundary ---------------------------------------------------------------------------
 def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -164,7 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     configure_logging(settings.log_level)
     try:
-        return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")
+        if args.command == "ask":
+            return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")
+        if args.command == "chat":
+            return anyio.run(_chat, settings, backend="asyncio")
+        if args.command == "doctor":
+            return anyio.run(_doctor, settings, backend="asyncio")
+        return _run(settings)
     except KeyboardInterrupt:
         _say("Interrupted; the agent was shut down.")
         return EXIT_INTERRUPTED
@@ -173,10 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(leaf, KeyboardInterrupt):
             _say("Interrupted; the agent was shut down.")
             return EXIT_INTERRUPTED
-        if isinstance(leaf, AcpError | AcpRuntimeError | ConfigError):
-            _say(str(leaf))
-        elif isinstance(leaf, SystemExit):
+        if isinstance(leaf, SystemExit):
             raise
+        if isinstance(leaf, AcpError | AcpRuntimeError | ConfigError | StoreError):
+            _say(str(leaf))
         else:
             log.debug("internal error", exc_info=leaf)
             _say(

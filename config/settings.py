@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -15,6 +16,7 @@ from pydantic_settings import (
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 log = logging.getLogger(__name__)
@@ -52,30 +54,32 @@ class RetrySettings(BaseModel):
     reconnects: int = Field(default=3, ge=0, le=10)
 
 
-class TelegramSettings(BaseModel):
+class SurfaceAccess(BaseModel):
+    """Who may use a surface. Empty means nobody. Approvers may answer anyone's tool approvals;
+    admins may do everything."""
+
+    allowed_users: UserIds = []
+    approvers: UserIds = []
+    admins: UserIds = []
+
+    _split = field_validator("allowed_users", "approvers", "admins", mode="before")(_split_ids)
+
+
+class TelegramSettings(SurfaceAccess):
     token: str = ""
     api_url: str = ""
-    allowed_users: UserIds = []
-
-    _split = field_validator("allowed_users", mode="before")(_split_ids)
 
 
-class SlackSettings(BaseModel):
+class SlackSettings(SurfaceAccess):
     bot_token: str = ""
     app_token: str = ""
     signing_secret: str = ""
     port: int = Field(default=3000, ge=1, le=65535)
     api_url: str = ""
-    allowed_users: UserIds = []
-
-    _split = field_validator("allowed_users", mode="before")(_split_ids)
 
 
-class DiscordSettings(BaseModel):
+class DiscordSettings(SurfaceAccess):
     token: str = ""
-    allowed_users: UserIds = []
-
-    _split = field_validator("allowed_users", mode="before")(_split_ids)
 
 
 def _default_state_path() -> str:
@@ -101,6 +105,10 @@ class Settings(BaseSettings):
     cancel_grace: float = Field(default=10.0, ge=0)
     shutdown_grace: float = Field(default=2.0, ge=0)
     allow_ungated_tools: bool = False
+    approval_timeout: float = Field(default=300.0, gt=0)
+    queue_limit: int = Field(default=5, ge=1, le=100)
+    runtime_idle: float = Field(default=900.0, gt=0)
+    dedupe_ttl: float = Field(default=86400.0, gt=0)
     state: str = Field(default_factory=_default_state_path)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()
@@ -156,3 +164,7 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(_setting_name(tuple(first["loc"])), first["msg"]) from exc
+    except SettingsError as exc:  # a nested setting whose text is not JSON
+        found = re.search(r'field "(\w+)"', str(exc))
+        name = _setting_name((found.group(1),)) if found else f"{ENV_PREFIX}*"
+        raise ConfigError(name, "expected a JSON object (or set its parts with __)") from exc

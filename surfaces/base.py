@@ -7,7 +7,7 @@ to pace, split and render for this platform."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,6 +73,11 @@ class MessageRef:
     id: str
 
 
+# A reply's live status line (e.g. which tool runs) is the last line and starts with this mark,
+# so a surface that cannot rewrite what it showed (a terminal) can tell it from the answer.
+STATUS_MARK = "⋯ "
+
+
 def count_chars(text: str) -> int:
     return len(text)
 
@@ -93,7 +98,7 @@ class SurfaceCapabilities:
     threads: bool = False
 
 
-OnEvent = Callable[[Inbound | ChoiceAnswer], Awaitable[None]]
+OnEvent = Callable[[Inbound | ChoiceAnswer], Coroutine[Any, Any, None]]
 
 
 class Surface(Protocol):

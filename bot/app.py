@@ -1,0 +1,273 @@
+"""`BotApp`: the composition root. One task group owns the agent runtime pool, every surface and
+every running turn; inbound events are checked (access, de-duplication), then routed to a
+command or to the conversation's runner."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from acp import AcpClient, AcpError
+from acp.runtime import RuntimePool
+from acp.session_handle import AcpRuntimeError
+from bot.access import AccessPolicy
+from bot.agent_sessions import agent_plan, client_preparer
+from bot.chat_runner import ChatRunner, RetryPolicy
+from bot.commands import (
+    HELP,
+    MODEL,
+    NEW,
+    PREFIXES,
+    STATUS,
+    STOP,
+    ParsedCommand,
+    command_menu,
+    help_text,
+    parse_command,
+)
+from bot.permissions import ApprovalBroker
+from bot.reply import ChatPacers, ReplyStream, open_reply
+from bot.store import DeliveryEntry, StateStore
+from config import Settings
+from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_BUDGET = 8.0  # seconds to wind down turns before they are cut
+
+
+class BotApp:
+    def __init__(self, settings: Settings, store: StateStore, access: AccessPolicy) -> None:
+        self.settings = settings
+        self.store = store
+        self.access = access
+        self.policy = RetryPolicy.from_settings(settings.retry)
+        self.approvals = ApprovalBroker(store, access, timeout=settings.approval_timeout)
+        self.spec, self.gate = agent_plan(settings)
+        self.runners: dict[ConversationKey, ChatRunner] = {}
+        self._surfaces: dict[str, Surface] = {}
+        self._pacers = ChatPacers()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._pool: RuntimePool[AcpClient] | None = None
+        self._last_used = time.monotonic()
+
+    # ---- services for runners -------------------------------------------------------------
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        assert self._tg is not None, "BotApp is not running"
+        self._tg.start_soon(func)
+
+    async def client(self) -> AcpClient:
+        assert self._pool is not None, "BotApp is not running"
+        self._last_used = time.monotonic()
+        return await self._pool.get(self.spec)
+
+    async def discard_client(self) -> None:
+        if self._pool is not None:
+            await self._pool.discard(self.spec)
+
+    @asynccontextmanager
+    async def open_reply(
+        self, surface: Surface, key: ConversationKey
+    ) -> AsyncIterator[ReplyStream]:
+        async with open_reply(surface, key, self._pacers.for_chat(surface, key)) as reply:
+            yield reply
+
+    async def finish_reply(self, reply: ReplyStream, key: ConversationKey, text: str) -> None:
+        """The final text always reaches the person: it is in the ledger until delivered, and
+        a restart re-sends what a crash cut off."""
+        entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time())
+        await self.store.ledger_put(entry)
+        if await reply.finish(text):
+            await self.store.ledger_done(entry.entry_id)
+        else:
+            await self.store.ledger_attempted(entry.entry_id)
+
+    async def deliver(self, surface: Surface, key: ConversationKey, text: str) -> None:
+        async with self.open_reply(surface, key) as reply:
+            await self.finish_reply(reply, key, text)
+
+    # ---- inbound --------------------------------------------------------------------------
+    def runner(self, surface: Surface, key: ConversationKey) -> ChatRunner:
+        runner = self.runners.get(key)
+        if runner is None:
+            runner = self.runners[key] = ChatRunner(self, surface, key)
+        return runner
+
+    async def on_event(self, event: Inbound | ChoiceAnswer) -> None:
+        surface = self._surfaces[event.key.surface]
+        if not self.access.may_chat(event.key.surface, event.user):
+            return  # strangers get nothing back
+        if not await self.store.claim_event(
+            f"{event.key.surface}:{event.event_id}", self.settings.dedupe_ttl
+        ):
+            log.info("dropping a redelivered event %s", event.event_id)
+            return
+        if isinstance(event, ChoiceAnswer):
+            await self.approvals.answer(event)
+            return
+        runner = self.runner(surface, event.key)
+        parsed = parse_command(event.key.surface, event.text)
+        if parsed is not None:
+            await self._command(runner, parsed, event)
+            return
+        done = await runner.submit(event)
+        await done.wait()
+
+    async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
+        command = parsed.command
+        try:
+            if command is HELP:
+                await runner.say(help_text(event.key.surface, runner.agent_commands))
+            elif command is STOP:
+                stopped = await runner.stop()
+                await runner.say("Stopping." if stopped else "Nothing is running.")
+            elif command is NEW:
+                await runner.stop()
+                runner.sessions.drop()
+                await self.store.delete_binding(event.key)
+                await runner.say(
+                    "Started a fresh conversation; the agent will not see earlier messages."
+                )
+            elif command is STATUS:
+                await runner.say(await self._status(runner))
+            elif command is MODEL:
+                await runner.say(await self._model(runner, parsed.args))
+            else:  # /compact and anything else the agent understands is prompt text
+                done = await runner.submit(event)
+                await done.wait()
+        except (AcpError, AcpRuntimeError) as exc:
+            await runner.say(str(exc))
+
+    async def _status(self, runner: ChatRunner) -> str:
+        session = runner.sessions.current
+        backend = self.spec.backend
+        model = (session.model if session else "") or self.settings.model or "the agent's default"
+        lines = [
+            f"Agent: {backend.name} ({shlex.join(self.spec.argv)})",
+            f"Model: {model}",
+            f"Workspace: {self.spec.workspace}",
+        ]
+        if runner.running:
+            elapsed = time.monotonic() - runner.turn_started
+            queued = f", {len(runner.queue)} queued" if runner.queue else ""
+            lines.append(f"Turn: answering for {elapsed:.0f} s{queued}")
+        else:
+            lines.append("Turn: idle")
+        usage = runner.usage
+        if usage is not None:
+            if usage.percent is not None:
+                lines.append(f"Context: {usage.percent:.0f}% used")
+            elif usage.used is not None and usage.size:
+                share = 100 * usage.used / usage.size
+                lines.append(f"Context: {usage.used:,} of {usage.size:,} tokens ({share:.0f}%)")
+        return "\n".join(lines)
+
+    async def _model(self, runner: ChatRunner, wanted: str) -> str:
+        if runner.running:
+            return "Wait for the current reply (or stop it) before switching models."
+        session = await runner.sessions.session()
+        if not wanted:
+            if not session.models:
+                return f"The agent does not list its models. Current: {session.model or 'default'}."
+            shown = [f"{m} (current)" if m == session.model else m for m in session.models]
+            prefix = PREFIXES.get(runner.key.surface, ("/",))[0]
+            return "Models: " + ", ".join(shown) + f"\nSwitch with {prefix}model ID."
+        if session.models and wanted not in session.models:
+            return f"The agent does not offer {wanted!r}. Models: " + ", ".join(session.models)
+        await session.set_model(wanted)
+        binding = await self.store.get_binding(runner.key)
+        if binding is not None:
+            await self.store.put_binding(runner.key, binding.with_model(wanted))
+        return f"Model set to {wanted}."
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    async def serve(
+        self,
+        surfaces: Sequence[Surface],
+        stop: anyio.Event,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run until every surface's input ends or `stop` is set, then wind down: running turns
+        are cancelled with their partial output delivered, agents shut down."""
+        self._surfaces = {surface.name: surface for surface in surfaces}
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self._pool = RuntimePool(tg, client_preparer(self.gate, self.settings))
+            tg.start_soon(self._reap_idle)
+            await self._redeliver()
+            for surface in surfaces:
+                surface.command_menu(command_menu())
+            inputs_done = anyio.Event()
+
+            async def run_surfaces() -> None:
+                async with anyio.create_task_group() as surfaces_tg:
+                    for surface in surfaces:
+                        await surfaces_tg.start(surface.run, self.on_event)
+                    task_status.started()
+                inputs_done.set()
+
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(run_surfaces)
+                await _first_of(stop, inputs_done)
+                outer.cancel_scope.cancel()
+            await self._wind_down()
+            tg.cancel_scope.cancel()
+
+    async def _wind_down(self) -> None:
+        with anyio.CancelScope(shield=True):
+            running = [runner for runner in self.runners.values() if runner.running]
+            for runner in running:
+                await runner.stop()
+            with anyio.move_on_after(SHUTDOWN_BUDGET):
+                while any(runner.running for runner in running):
+                    await anyio.sleep(0.05)
+            for runner in running:
+                runner.hard_stop()
+            with anyio.move_on_after(2):
+                while any(runner.running for runner in running):
+                    await anyio.sleep(0.05)
+            if self._pool is not None:
+                await self._pool.aclose()
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await anyio.sleep(min(60.0, self.settings.runtime_idle / 2))
+            idle = time.monotonic() - self._last_used
+            if idle >= self.settings.runtime_idle and not any(
+                runner.running for runner in self.runners.values()
+            ):
+                log.info("stopping the idle agent after %.0f s", idle)
+                for runner in self.runners.values():
+                    runner.sessions.drop()
+                await self.discard_client()
+
+    async def _redeliver(self) -> None:
+        for entry in await self.store.ledger_pending():
+            surface = self._surfaces.get(entry.key.surface)
+            if surface is None or entry.attempts >= 5:
+                continue
+            log.info("re-sending a reply a restart cut off (%s)", entry.key)
+            await self.store.ledger_attempted(entry.entry_id)
+            async with self.open_reply(surface, entry.key) as reply:
+                if await reply.finish(entry.text):
+                    await self.store.ledger_done(entry.entry_id)
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(wait, event)

@@ -1,0 +1,100 @@
+"""`switchboard doctor`: is the agent found, does it start, is it signed in; is the state store
+writable; does each configured surface have a plausible token. No platform is contacted."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import anyio
+
+from acp import AcpAuthRequired, AcpClient, AcpError, open_runtime
+from acp.runtime import resolve_executable
+from acp.session_handle import AcpRuntimeError
+from bot.agent_sessions import agent_plan
+from bot.store import StoreError, open_store
+from config import ConfigError, Settings
+
+_TOKEN_SHAPES: dict[str, tuple[str, re.Pattern[str], str]] = {
+    "telegram.token": ("Telegram", re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$"), "<digits>:<secret>"),
+    "slack.bot_token": ("Slack bot", re.compile(r"^xoxb-[A-Za-z0-9-]{10,}$"), "xoxb-..."),
+    "slack.app_token": ("Slack app", re.compile(r"^xapp-[A-Za-z0-9-]{10,}$"), "xapp-..."),
+    "discord.token": (
+        "Discord",
+        re.compile(r"^[\w-]{20,}\.[\w-]{4,}\.[\w-]{20,}$"),
+        "three dot-separated parts",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    ok: bool
+    what: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.what}: {self.detail}"
+
+
+async def _agent_checks(settings: Settings) -> list[Check]:
+    try:
+        spec, gate = agent_plan(settings)
+        argv = resolve_executable(spec.argv, spec.env)
+    except (ConfigError, AcpError, AcpRuntimeError) as exc:
+        return [Check(False, "agent", str(exc))]
+    checks = [Check(True, "agent found", argv[0])]
+    try:
+        with anyio.fail_after(settings.initialize_timeout + settings.request_timeout + 10):
+            async with open_runtime(spec) as runtime:
+                client = AcpClient(runtime, gate=gate)
+                await client.handshake()
+                info = runtime.agent_info
+                name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
+                checks.append(Check(True, "agent starts", f"initialize answered by {name}"))
+                session = await client.open_session(model=settings.model)
+                if runtime.auth_status == "none":
+                    raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
+                session.close()
+                checks.append(Check(True, "agent signed in", "a session opened"))
+    except AcpAuthRequired as exc:
+        checks.append(Check(False, "agent signed in", str(exc)))
+    except TimeoutError:
+        checks.append(Check(False, "agent starts", "the agent did not answer in time"))
+    except (AcpError, AcpRuntimeError) as exc:
+        checks.append(Check(False, "agent starts", str(exc)))
+    return checks
+
+
+async def _store_check(settings: Settings) -> Check:
+    try:
+        store = open_store(settings.state)
+        try:
+            await store.check_writable()
+        finally:
+            await store.aclose()
+    except (StoreError, ConfigError) as exc:
+        return Check(False, "state store", str(exc))
+    return Check(True, "state store", f"{settings.state} is writable")
+
+
+def _surface_checks(settings: Settings) -> list[Check]:
+    checks = []
+    for path, (label, shape, form) in _TOKEN_SHAPES.items():
+        section, field = path.split(".")
+        value = getattr(getattr(settings, section), field)
+        if not value:
+            continue
+        setting = f"SWITCHBOARD_{section.upper()}__{field.upper()}"
+        if shape.match(value):
+            checks.append(Check(True, f"{label} token", f"{setting} looks right"))
+        else:
+            checks.append(Check(False, f"{label} token", f"{setting} should look like {form}"))
+    return checks
+
+
+async def run_doctor(settings: Settings) -> list[Check]:
+    checks = await _agent_checks(settings)
+    checks.append(await _store_check(settings))
+    checks.extend(_surface_checks(settings))
+    return checks

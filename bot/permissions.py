@@ -1,0 +1,158 @@
+"""Tool approvals: an agent's `session/request_permission` becomes a choice on the surface, and the
+answer goes back as an ACP outcome.
+
+Every option gets its own one-time token (button payloads carry our token, never the JSON-RPC id,
+which restarts with the agent). Only the person whose prompt started the turn, or an approver,
+may answer; the first valid answer consumes every token of the request, so a second press, a
+stale button after a restart or a stranger's press is refused. Nobody answering within the
+timeout selects a reject option — never `cancelled`, which ends the whole turn on some agents."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from acp import PendingPermission, PermissionOption, PermissionRequest
+from acp.types import (
+    PERMISSION_ALLOW_ALWAYS,
+    PERMISSION_ALLOW_ONCE,
+    PERMISSION_REJECT_ALWAYS,
+    PERMISSION_REJECT_ONCE,
+)
+from bot.access import AccessPolicy
+from bot.store import ApprovalRecord, StateStore
+from surfaces.base import Choice, ChoiceAnswer, ConversationKey, Surface, UserRef
+
+log = logging.getLogger(__name__)
+
+_STYLE = {
+    PERMISSION_ALLOW_ONCE: "primary",
+    PERMISSION_ALLOW_ALWAYS: "default",
+    PERMISSION_REJECT_ONCE: "danger",
+    PERMISSION_REJECT_ALWAYS: "danger",
+}
+
+
+def approval_prompt(request: PermissionRequest) -> str:
+    tool = request.tool
+    lines = ["The agent wants to use a tool:", f"  {tool.title or 'a tool'}"]
+    if tool.kind:
+        lines[-1] += f" ({tool.kind})"
+    described = tool.describe()
+    if described != (tool.title or tool.kind or "a tool"):
+        detail = described[len(tool.title) :].strip(" ()") if tool.title else described
+        if detail:
+            lines.append(f"  {detail}")
+    if tool.locations and not any(loc in "\n".join(lines) for loc in tool.locations):
+        lines.append("  files: " + ", ".join(tool.locations))
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class _Open:
+    pending: PendingPermission
+    requester: UserRef
+    surface: str
+    tokens: dict[str, PermissionOption]
+
+
+class ApprovalBroker:
+    def __init__(self, store: StateStore, access: AccessPolicy, *, timeout: float) -> None:
+        self.store = store
+        self.access = access
+        self.timeout = timeout
+        self._open: dict[str, _Open] = {}  # group -> request
+        self._group_of: dict[str, str] = {}  # token -> group
+
+    async def ask(
+        self,
+        surface: Surface,
+        key: ConversationKey,
+        requester: UserRef,
+        pending: PendingPermission,
+    ) -> str | None:
+        """Show the choice and wait for an allowed answer, a withdrawal or the timeout.
+        Returns the option id to send (None = `cancelled`)."""
+        request = pending.request
+        group = secrets.token_urlsafe(9)
+        tokens = {secrets.token_urlsafe(12): option for option in request.options}
+        now = time.time()
+        await self.store.put_approvals(
+            [
+                ApprovalRecord(token, group, option.option_id, requester.id, key, now)
+                for token, option in tokens.items()
+            ],
+            self.timeout + 60,
+        )
+        self._open[group] = _Open(pending, requester, surface.name, tokens)
+        self._group_of.update(dict.fromkeys(tokens, group))
+        choices = [
+            Choice(token, option.name, _STYLE.get(option.kind, "default"))
+            for token, option in tokens.items()
+        ]
+        allowed = sorted({requester.id, *self.access.approvers(surface.name)})
+        outcome = "stopped"
+        ref = None
+        try:
+            ref = await surface.ask_choice(
+                key, approval_prompt(request), choices, allowed_users=allowed
+            )
+            with anyio.move_on_after(self.timeout):
+                await pending.wait()
+            if not pending.answered:
+                reject = request.option_of_kind(PERMISSION_REJECT_ONCE, PERMISSION_REJECT_ALWAYS)
+                pending.respond(reject.option_id if reject else None)
+                outcome = f"No answer within {self.timeout:g} s: rejected."
+            else:
+                outcome = self._describe(pending, tokens)
+            return await pending.wait()
+        finally:
+            self._forget(group)
+            with anyio.CancelScope(shield=True):
+                await self.store.drop_approvals(group)
+                if ref is not None:
+                    try:
+                        await surface.close_choice(ref, outcome)
+                    except Exception:
+                        log.warning("could not close the approval prompt", exc_info=True)
+
+    @staticmethod
+    def _describe(pending: PendingPermission, tokens: dict[str, PermissionOption]) -> str:
+        if pending.withdrawn:
+            return "The agent withdrew the request."
+        names = {option.option_id: option.name for option in tokens.values()}
+        return f"Answered: {names.get(pending.answer_id or '', 'stopped')}"
+
+    def _forget(self, group: str) -> None:
+        opened = self._open.pop(group, None)
+        if opened is not None:
+            for token in opened.tokens:
+                self._group_of.pop(token, None)
+
+    async def answer(self, answer: ChoiceAnswer) -> bool:
+        """Apply a button press. Returns whether it was taken."""
+        group = self._group_of.get(answer.token)
+        opened = self._open.get(group) if group is not None else None
+        if opened is None:
+            await _notify(answer, "This approval is no longer pending.")
+            return False
+        if not self.access.may_approve(opened.surface, answer.user, opened.requester.id):
+            who = opened.requester.label
+            await _notify(answer, f"Only {who} or an approver can answer this.")
+            log.info("refused an approval answer from %s", answer.user.id)
+            return False
+        record = await self.store.take_approval(answer.token)
+        if record is None or opened.pending.answered:
+            await _notify(answer, "This approval was already answered.")
+            return False
+        opened.pending.respond(record.option_id)
+        return True
+
+
+async def _notify(answer: ChoiceAnswer, text: str) -> None:
+    if answer.notify is not None:
+        await answer.notify(text)

@@ -1,0 +1,346 @@
+"""The surface-neutral reply stream: one reply (one turn) shown live and then delivered in full.
+
+Everything platform-specific comes from `SurfaceCapabilities`: the length limit and how it is
+counted, whether messages can be edited, and (through the caller's `ChatPacer`) how often.
+
+While the agent streams, the latest text is shown as plain, unrendered text (half-written Markdown
+renders badly and some dialects reject it outright), coalesced to at most one operation per pacer
+turn, with no-op edits skipped and new messages added as the text outgrows the limit. `finish`
+then renders the final text per part and makes sure it arrives: a 429 penalizes the whole chat and
+is waited out, transient failures are retried with backoff, a message that is gone is replaced by a
+new one. Leaving `open_reply` without `finish` (an error, a cancelled turn) delivers the latest
+text, shielded and bounded, so partial output is never lost."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from bot.markdown_split import split_message
+from surfaces.base import STATUS_MARK, ConversationKey, MessageRef, Surface
+from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+
+__all__ = ["ChatPacer", "ChatPacers", "ReplyStream", "open_reply", "split_message"]
+
+log = logging.getLogger(__name__)
+
+# What a live message the final text no longer needs is edited to: platforms refuse empty text and
+# offer us no delete, and stale text repeated below the answer would confuse more than a dot.
+_BLANK = "…"
+
+
+class ChatPacer:
+    """Spaces operations on one chat's messages at least `min_interval` apart, and holds them all
+    back after a 429: platforms rate-limit per chat, not per message."""
+
+    def __init__(
+        self,
+        min_interval: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.min_interval = min_interval
+        self._clock = clock
+        self._sleep = sleep
+        self._last = -math.inf  # when the latest turn was handed out
+        self._not_before = -math.inf
+        self._lock = anyio.Lock()  # fair: turns are handed out in the order they were asked for
+
+    async def wait_turn(self) -> None:
+        """Sleep until the next operation is allowed, and take it: the interval to the one after
+        runs from now, so a late wake-up never squeezes the next turn closer."""
+        async with self._lock:
+            # Re-checked after every sleep: a 429 may have arrived meanwhile.
+            while (
+                wait := max(self._last + self.min_interval, self._not_before) - self._clock()
+            ) > 0:
+                await self._sleep(wait)
+            self._last = self._clock()
+
+    def penalize(self, retry_after: float) -> None:
+        """Nothing happens in this chat for `retry_after` seconds (the platform said so)."""
+        self._not_before = max(self._not_before, self._clock() + max(retry_after, 0.0))
+
+    def is_penalized(self) -> bool:
+        return self._clock() < self._not_before
+
+
+class ChatPacers:
+    """One `ChatPacer` per (surface, chat), paced by that surface's `min_edit_interval`. Threads of
+    one chat share it: the platforms count them as the same chat."""
+
+    def __init__(self) -> None:
+        self._pacers: dict[tuple[str, str], ChatPacer] = {}
+
+    def for_chat(self, surface: Surface, key: ConversationKey) -> ChatPacer:
+        chat = (key.surface, key.chat)
+        if chat not in self._pacers:
+            self._pacers[chat] = ChatPacer(surface.capabilities.min_edit_interval)
+        return self._pacers[chat]
+
+
+@dataclass(slots=True)
+class _Message:
+    ref: MessageRef | None = None  # None: not sent yet, or gone and to be sent again
+    text: str = ""  # what the platform shows, so unchanged text is never sent twice
+
+
+class ReplyStream:
+    """One reply, shown live and finished once. Made by `open_reply`, which runs its tasks."""
+
+    def __init__(
+        self,
+        surface: Surface,
+        key: ConversationKey,
+        pacer: ChatPacer,
+        *,
+        max_attempts: int,
+        retry_delay: float,
+        typing_interval: float,
+    ) -> None:
+        self._surface = surface
+        self._caps = surface.capabilities
+        self._key = key
+        self._pacer = pacer
+        self._max_attempts = max(1, max_attempts)
+        self._retry_delay = retry_delay
+        self._typing_interval = typing_interval
+        self._text = ""
+        self._status: str | None = None
+        self._changed = anyio.Event()
+        self._messages: list[_Message] = []
+        self._live = self._caps.can_edit  # off for good after a live failure that won't heal
+        self._live_scope = anyio.CancelScope()
+        self._live_done = anyio.Event()
+        self._typing_scope = anyio.CancelScope()
+        self._final: str | None = None  # set by finish(); the exit path retries it if interrupted
+        self._outcome: bool | None = None  # finish()'s result once it ran to the end
+        self._split_cache: tuple[str, list[str]] = ("", [])
+
+    def update(self, text: str) -> None:
+        """The whole reply so far (not a delta). Never blocks; the latest text wins."""
+        if self._final is None:
+            self._text = text
+            self._changed.set()
+
+    def set_status(self, text: str | None) -> None:
+        """A short line under the live text (e.g. "running: ls -la"); never part of the final."""
+        if self._final is None:
+            self._status = text
+            self._changed.set()
+
+    async def finish(self, text: str) -> bool:
+        """Deliver the final text, rendered, and return whether every part arrived."""
+        self._final = text
+        self._live_scope.cancel()
+        await self._live_done.wait()  # an edit in flight completes first; then it's ours alone
+        parts = self._final_parts(text)
+        delivered = True
+        for index, part in enumerate(parts):
+            if not self._shows(index, part):
+                delivered = await self._deliver(index, part) and delivered
+        # Live messages the final no longer needs (the status line or a tighter split made it
+        # shorter): best effort, not counted, since the answer itself has arrived.
+        for index in range(len(parts), len(self._messages)):
+            if self._messages[index].ref is not None and not self._shows(index, _BLANK):
+                await self._deliver(index, _BLANK)
+        self._outcome = delivered
+        return delivered
+
+    # -- the final text --------------------------------------------------------------------------
+
+    def _final_parts(self, text: str) -> list[str]:
+        if not text.strip():
+            return []  # platforms refuse empty messages
+        parts: list[str] = []
+        for source in split_message(text, self._caps.max_chars, self._caps.count):
+            parts.extend(self._render(source, self._caps.max_chars))
+        return parts
+
+    def _render(self, source: str, budget: int) -> list[str]:
+        """Render one part; if rendering grew it past the limit (escapes, tags), split its source
+        tighter, in proportion to the growth, and render the pieces."""
+        shown = self._surface.render(source)
+        size = self._caps.count(shown)
+        tighter = min(budget - 1, budget * self._caps.max_chars // max(size, 1))
+        if size <= self._caps.max_chars or tighter < 1:
+            return [shown]
+        return [
+            piece
+            for smaller in split_message(source, tighter, self._caps.count)
+            for piece in self._render(smaller, tighter)
+        ]
+
+    async def _deliver(self, index: int, text: str) -> bool:
+        for attempt in range(1, self._max_attempts + 1):
+            await self._pacer.wait_turn()
+            try:
+                await self._put(index, text)
+                return True
+            except RateLimited as exc:
+                self._pacer.penalize(exc.retry_after)  # the next wait_turn waits it out
+            except MessageGone:
+                pass  # _put forgot the message; the next attempt sends a new one
+            except SendFailed as exc:
+                if not exc.transient:
+                    log.warning(
+                        "reply to %s: part %d not delivered: %s", self._key, index + 1, exc.reason
+                    )
+                    return False
+                await anyio.sleep(self._retry_delay * 2 ** (attempt - 1))
+        log.error(
+            "reply to %s: gave up on part %d after %d attempts",
+            self._key,
+            index + 1,
+            self._max_attempts,
+        )
+        return False
+
+    # -- shared by live and final ----------------------------------------------------------------
+
+    def _shows(self, index: int, text: str) -> bool:
+        return index < len(self._messages) and self._messages[index].text == text
+
+    async def _put(self, index: int, text: str) -> None:
+        """One operation: edit message `index` if it exists, else send it."""
+        while len(self._messages) <= index:
+            self._messages.append(_Message())
+        message = self._messages[index]
+        if message.ref is None:
+            message.ref = await self._surface.send(self._key, text)
+            self._typing_scope.cancel()  # the platform clears the indicator on a message
+        else:
+            try:
+                await self._surface.edit(message.ref, text)
+            except MessageGone:
+                message.ref, message.text = None, ""  # deleted or too old: send it anew
+                raise
+        message.text = text
+
+    def _has_sent(self) -> bool:
+        return any(message.ref is not None for message in self._messages)
+
+    # -- background tasks, run by open_reply -----------------------------------------------------
+
+    def _live_text(self) -> str:
+        if not self._status:
+            return self._text
+        # The status is the last line and starts with STATUS_MARK, so a surface that cannot take
+        # back what it showed (a terminal) can tell it from the answer.
+        status = STATUS_MARK + " ".join(self._status.split())
+        return f"{self._text}\n\n{status}" if self._text.strip() else status
+
+    def _live_step(self) -> tuple[int, str] | None:
+        """The first live operation needed to show the latest text, if any."""
+        text = self._live_text()
+        if not self._live or not text.strip():
+            return None
+        if self._split_cache[0] != text:
+            self._split_cache = (text, split_message(text, self._caps.max_chars, self._caps.count))
+        for index, part in enumerate(self._split_cache[1]):
+            if not self._shows(index, part):
+                return index, part
+        return None
+
+    async def _stream_live(self) -> None:
+        try:
+            with self._live_scope:
+                while True:
+                    if self._live_step() is None:
+                        await self._changed.wait()
+                        self._changed = anyio.Event()
+                        continue
+                    await self._pacer.wait_turn()
+                    # Whatever arrived while we waited is coalesced into this one operation.
+                    step = self._live_step()
+                    if step is not None and self._final is None:
+                        # Shielded: finish() waits for an operation in flight rather than losing
+                        # track of what the platform shows.
+                        with anyio.CancelScope(shield=True):
+                            await self._try_live(*step)
+        finally:
+            self._live_done.set()
+
+    async def _try_live(self, index: int, text: str) -> None:
+        try:
+            await self._put(index, text)
+        except RateLimited as exc:
+            self._pacer.penalize(exc.retry_after)
+        except MessageGone:
+            pass  # sent anew on the next turn
+        except SendFailed as exc:
+            if not exc.transient:
+                log.warning("reply to %s: live updates stopped: %s", self._key, exc.reason)
+                self._live = False
+        except Exception:
+            # Live updates are a courtesy: a surface bug must not cost the turn. finish() still
+            # delivers, and will report what goes wrong then.
+            log.exception("reply to %s: live updates stopped", self._key)
+            self._live = False
+
+    async def _keep_typing(self) -> None:
+        with self._typing_scope:
+            while not self._has_sent():
+                if not self._pacer.is_penalized():  # a 429 covers the whole chat
+                    try:
+                        await self._surface.typing(self._key)
+                    except RateLimited as exc:
+                        self._pacer.penalize(exc.retry_after)
+                    except SurfaceError as exc:
+                        log.debug("reply to %s: typing failed: %s", self._key, exc)
+                await anyio.sleep(self._typing_interval)
+
+    async def _close(self) -> None:
+        if self._outcome is None:
+            await self.finish(self._final if self._final is not None else self._text)
+
+
+@asynccontextmanager
+async def open_reply(
+    surface: Surface,
+    key: ConversationKey,
+    pacer: ChatPacer,
+    *,
+    max_attempts: int = 5,
+    retry_delay: float = 0.5,
+    typing_interval: float = 4.0,
+    close_timeout: float = 5.0,
+) -> AsyncIterator[ReplyStream]:
+    """A reply stream for one turn. Leaving the block without `finish()` delivers the latest text,
+    even when cancelled: shielded, and bounded by `close_timeout` seconds."""
+    reply = ReplyStream(
+        surface,
+        key,
+        pacer,
+        max_attempts=max_attempts,
+        retry_delay=retry_delay,
+        typing_interval=typing_interval,
+    )
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reply._keep_typing)
+        if surface.capabilities.can_edit:
+            tg.start_soon(reply._stream_live)
+        else:
+            reply._live_done.set()  # nothing live to wait for
+        try:
+            yield reply
+        except BaseException as exc:
+            # Held until the task group is closed, so the caller gets its own exception back, not
+            # an ExceptionGroup; cancellation included, and re-raised below.
+            failure = exc
+        finally:
+            with anyio.move_on_after(close_timeout, shield=True) as closing:
+                await reply._close()
+            if closing.cancelled_caught:
+                log.error("reply to %s: final text not delivered within %g s", key, close_timeout)
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -1,0 +1,367 @@
+"""State that must outlive a turn or a restart: conversation bindings, inbound de-duplication keys,
+pending approval tokens and the delivery ledger.
+
+`StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
+SQLite one without touching callers:
+
+- every method is one atomic operation; no transaction ever spans two calls, so callers never
+  hold a lock or see half of another caller's write;
+- expiry is a TTL in seconds given at write time; an expired item behaves as if absent;
+- nothing backend-specific (SQL, connections, cursors) appears in the protocol, only the
+  dataclasses below.
+
+A Redis version maps each call to one round trip: `claim_event` is `SET key 1 NX EX ttl`;
+`put_approvals` writes each token (and a set per group) in one `MULTI` with `EXPIRE`;
+`take_approval` is a Lua script (or `WATCH`/`MULTI`) that reads the token and deletes every token of
+its group, so two replicas pressing the same button cannot both win; the ledger is a hash plus a
+sorted set scored by `created`.
+
+Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio.to_thread
+
+from bot.conversation import Binding, ConversationKey
+from config import ConfigError
+
+__all__ = [
+    "ApprovalRecord",
+    "DeliveryEntry",
+    "SqliteStateStore",
+    "StateStore",
+    "StoreError",
+    "open_store",
+]
+
+T = TypeVar("T")
+
+PURGE_INTERVAL = 60.0  # seconds between sweeps of expired de-duplication keys and approvals
+BUSY_TIMEOUT = 5.0  # seconds to wait for another process (e.g. `switchboard doctor`) to commit
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One one-time choice token. All tokens offered for one permission request share `group`."""
+
+    token: str
+    group: str
+    option_id: str
+    requester: str
+    key: ConversationKey
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryEntry:
+    """A final reply that must reach the user, kept until delivery is confirmed."""
+
+    entry_id: str
+    key: ConversationKey
+    text: str
+    created: float
+    attempts: int = 0
+
+
+class StoreError(Exception):
+    """The state store cannot be opened, read or written."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        self.location = location
+        self.reason = reason
+        super().__init__(f"The state store at {location} cannot be used: {reason}")
+
+
+class StateStore(Protocol):
+    async def get_binding(self, key: ConversationKey) -> Binding | None: ...
+
+    async def put_binding(self, key: ConversationKey, binding: Binding) -> None: ...
+
+    async def delete_binding(self, key: ConversationKey) -> None: ...
+
+    async def claim_event(self, event_key: str, ttl: float) -> bool:
+        """True the first time `event_key` is seen within `ttl` seconds, False for a redelivery.
+        An expired key may be claimed again."""
+        ...
+
+    async def put_approvals(self, records: Sequence[ApprovalRecord], ttl: float) -> None: ...
+
+    async def take_approval(self, token: str) -> ApprovalRecord | None:
+        """Consume `token` and every other token of its group; None when unknown, expired or
+        already used. Of two concurrent takes in one group, exactly one gets the record."""
+        ...
+
+    async def drop_approvals(self, group: str) -> None: ...
+
+    async def ledger_put(self, entry: DeliveryEntry) -> None: ...
+
+    async def ledger_done(self, entry_id: str) -> None: ...
+
+    async def ledger_pending(self) -> list[DeliveryEntry]:
+        """Undelivered entries, oldest first."""
+        ...
+
+    async def ledger_attempted(self, entry_id: str) -> None: ...
+
+    async def check_writable(self) -> None:
+        """Raise StoreError unless a write succeeds."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bindings (
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    session_id TEXT NOT NULL, backend TEXT NOT NULL, workspace TEXT NOT NULL,
+    model TEXT NOT NULL, generation INTEGER NOT NULL,
+    PRIMARY KEY (surface, chat, thread)
+);
+CREATE TABLE IF NOT EXISTS events (event_key TEXT PRIMARY KEY, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS approvals (
+    token TEXT PRIMARY KEY, grp TEXT NOT NULL, option_id TEXT NOT NULL, requester TEXT NOT NULL,
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    created REAL NOT NULL, expires REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_by_group ON approvals (grp);
+CREATE TABLE IF NOT EXISTS ledger (
+    entry_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    text TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _key(row: Any, at: int) -> ConversationKey:
+    return ConversationKey(row[at], row[at + 1], row[at + 2])
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+class SqliteStateStore:
+    """The embedded store: one SQLite file (WAL), one connection used from worker threads under a
+    lock, one transaction per call. The file and its directory are created on first use.
+
+    `clock` (wall-clock seconds) decides expiry; it is injectable for tests. Wall time rather than
+    a monotonic clock, because expiry instants are stored and must mean the same after a restart.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.location = str(path)
+        memory = self.location == ":memory:"
+        self._target = None if memory else Path(self.location).expanduser()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._last_purge = float("-inf")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(self.location, "the store is closed")
+        if self._conn is not None:
+            return self._conn
+        if self._target is not None:
+            self._target.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            ":memory:" if self._target is None else self._target,
+            timeout=BUSY_TIMEOUT,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # used from anyio worker threads, serialised by _lock
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _run_sync(self, op: Callable[[sqlite3.Connection, float], T], write: bool) -> T:
+        with self._lock:
+            try:
+                conn = self._connect()
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    result = op(conn, self._clock())
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return result
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreError(self.location, _reason(exc)) from exc
+
+    async def _run(self, op: Callable[[sqlite3.Connection, float], T], *, write: bool) -> T:
+        # Not abandoned on cancellation: the caller waits for the transaction to finish, so a
+        # cancelled task never leaves a write half-known.
+        return await anyio.to_thread.run_sync(self._run_sync, op, write)
+
+    async def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            conn.execute(sql, params)
+
+        await self._run(op, write=True)
+
+    def _maybe_purge(self, conn: sqlite3.Connection, now: float) -> None:
+        if now - self._last_purge < PURGE_INTERVAL:
+            return
+        conn.execute("DELETE FROM events WHERE expires <= ?", (now,))
+        conn.execute("DELETE FROM approvals WHERE expires <= ?", (now,))
+        self._last_purge = now
+
+    # -- bindings ---------------------------------------------------------------------------
+
+    async def get_binding(self, key: ConversationKey) -> Binding | None:
+        def op(conn: sqlite3.Connection, now: float) -> Binding | None:
+            row = conn.execute(
+                "SELECT session_id, backend, workspace, model, generation FROM bindings"
+                " WHERE surface = ? AND chat = ? AND thread = ?",
+                (key.surface, key.chat, key.thread),
+            ).fetchone()
+            return None if row is None else Binding(row[0], row[1], row[2], row[3], row[4])
+
+        return await self._run(op, write=False)
+
+    async def put_binding(self, key: ConversationKey, binding: Binding) -> None:
+        await self._execute(
+            "REPLACE INTO bindings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key.surface, key.chat, key.thread, binding.session_id, binding.backend,
+             binding.workspace, binding.model, binding.generation),
+        )  # fmt: skip
+
+    async def delete_binding(self, key: ConversationKey) -> None:
+        await self._execute(
+            "DELETE FROM bindings WHERE surface = ? AND chat = ? AND thread = ?",
+            (key.surface, key.chat, key.thread),
+        )
+
+    # -- de-duplication ---------------------------------------------------------------------
+
+    async def claim_event(self, event_key: str, ttl: float) -> bool:
+        def op(conn: sqlite3.Connection, now: float) -> bool:
+            self._maybe_purge(conn, now)
+            conn.execute(
+                "DELETE FROM events WHERE event_key = ? AND expires <= ?", (event_key, now)
+            )
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO events VALUES (?, ?)", (event_key, now + ttl)
+            )
+            return cursor.rowcount == 1
+
+        return await self._run(op, write=True)
+
+    # -- approvals --------------------------------------------------------------------------
+
+    async def put_approvals(self, records: Sequence[ApprovalRecord], ttl: float) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            self._maybe_purge(conn, now)
+            conn.executemany(
+                "REPLACE INTO approvals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.token, r.group, r.option_id, r.requester, r.key.surface, r.key.chat,
+                  r.key.thread, r.created, now + ttl) for r in records],
+            )  # fmt: skip
+
+        await self._run(op, write=True)
+
+    async def take_approval(self, token: str) -> ApprovalRecord | None:
+        def op(conn: sqlite3.Connection, now: float) -> ApprovalRecord | None:
+            row = conn.execute(
+                "SELECT token, grp, option_id, requester, surface, chat, thread, created"
+                " FROM approvals WHERE token = ? AND expires > ?",
+                (token, now),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute("DELETE FROM approvals WHERE grp = ?", (row[1],))
+            return ApprovalRecord(row[0], row[1], row[2], row[3], _key(row, 4), row[7])
+
+        return await self._run(op, write=True)
+
+    async def drop_approvals(self, group: str) -> None:
+        await self._execute("DELETE FROM approvals WHERE grp = ?", (group,))
+
+    # -- delivery ledger --------------------------------------------------------------------
+
+    async def ledger_put(self, entry: DeliveryEntry) -> None:
+        # An upsert, not REPLACE: the rowid (insertion order, the tie-break) is kept.
+        await self._execute(
+            "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE"
+            " SET surface = excluded.surface, chat = excluded.chat, thread = excluded.thread,"
+            " text = excluded.text, created = excluded.created, attempts = excluded.attempts",
+            (entry.entry_id, entry.key.surface, entry.key.chat, entry.key.thread, entry.text,
+             entry.created, entry.attempts),
+        )  # fmt: skip
+
+    async def ledger_done(self, entry_id: str) -> None:
+        await self._execute("DELETE FROM ledger WHERE entry_id = ?", (entry_id,))
+
+    async def ledger_pending(self) -> list[DeliveryEntry]:
+        def op(conn: sqlite3.Connection, now: float) -> list[DeliveryEntry]:
+            rows = conn.execute(
+                "SELECT entry_id, surface, chat, thread, text, created, attempts FROM ledger"
+                " ORDER BY created, rowid"
+            ).fetchall()
+            return [DeliveryEntry(r[0], _key(r, 1), r[4], r[5], r[6]) for r in rows]
+
+        return await self._run(op, write=False)
+
+    async def ledger_attempted(self, entry_id: str) -> None:
+        await self._execute(
+            "UPDATE ledger SET attempts = attempts + 1 WHERE entry_id = ?", (entry_id,)
+        )
+
+    # -- health and shutdown ----------------------------------------------------------------
+
+    async def check_writable(self) -> None:
+        # Opening alone is not proof: the directory or file may be read-only. Write a row.
+        await self._execute("REPLACE INTO meta VALUES ('checked', 'ok')")
+
+    async def aclose(self) -> None:
+        def close() -> None:
+            with self._lock:
+                self._closed = True
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await anyio.to_thread.run_sync(close)
+
+
+def open_store(location: str) -> StateStore:
+    """The store named by the `state` setting: a path, `sqlite:///path` (`sqlite:////abs/path`
+    for an absolute path, as in SQLAlchemy) or `:memory:`. Nothing is opened until first use."""
+    if location.startswith(("redis://", "rediss://")):
+        raise ConfigError(
+            "SWITCHBOARD_STATE",
+            "redis is not supported yet; give a SQLite file path (the embedded default)",
+        )
+    if location.startswith("sqlite:///"):
+        location = location.removeprefix("sqlite:///")
+    elif "://" in location:
+        scheme = location.split("://", 1)[0]
+        raise ConfigError(
+            "SWITCHBOARD_STATE", f"unknown store scheme {scheme!r}; give a SQLite file path"
+        )
+    if not location:
+        raise ConfigError("SWITCHBOARD_STATE", "empty; give a SQLite file path")
+    return SqliteStateStore(location)

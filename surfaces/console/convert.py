@@ -1,0 +1,38 @@
+"""Pure conversions for the terminal: input lines -> events, Markdown -> what a terminal shows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from surfaces.base import STATUS_MARK, Choice
+
+
+def render(markdown: str) -> str:
+    """Terminals show Markdown source well enough; only trailing spaces are dropped."""
+    return "\n".join(line.rstrip() for line in markdown.splitlines())
+
+
+def split_status(text: str) -> tuple[str, str]:
+    """(answer, status line) of a live reply."""
+    head, sep, tail = text.rpartition("\n")
+    if sep and tail.startswith(STATUS_MARK):
+        return head.rstrip("\n"), tail[len(STATUS_MARK) :]
+    if text.startswith(STATUS_MARK) and "\n" not in text:
+        return "", text[len(STATUS_MARK) :]
+    return text, ""
+
+
+def choice_menu(prompt: str, choices: Sequence[Choice]) -> str:
+    lines = [prompt]
+    lines.extend(f"  {number}) {choice.label}" for number, choice in enumerate(choices, 1))
+    lines.append("Type a number to answer.")
+    return "\n".join(lines)
+
+
+def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
+    """The choice a typed line selects, if it is one of the offered numbers."""
+    text = line.strip()
+    if not text.isdigit():
+        return None
+    number = int(text)
+    return choices[number - 1] if 1 <= number <= len(choices) else None

@@ -1,0 +1,512 @@
+"""The reply stream: fence-safe splitting, pacing, coalesced live edits and guaranteed delivery,
+against a recording surface with tiny limits."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from bot.reply import ChatPacer, ChatPacers, open_reply, split_message
+from surfaces.base import (
+    STATUS_MARK,
+    Choice,
+    ConversationKey,
+    MessageRef,
+    OnEvent,
+    SurfaceCapabilities,
+    count_chars,
+    count_utf16,
+)
+from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+
+KEY = ConversationKey("test", "chat-1")
+FENCE_LINE = re.compile(r" {0,3}```")
+
+
+@dataclass
+class Call:
+    op: str  # "send" | "edit" | "typing"
+    text: str
+    message: str  # the message id sent or edited ("" for typing)
+    at: float
+    error: SurfaceError | None = None
+
+
+class RecordingSurface:
+    """A Surface that records every call and can be told to fail the next N of them."""
+
+    name = "test"
+
+    def __init__(
+        self,
+        *,
+        max_chars: int = 40,
+        count: Callable[[str], int] = count_chars,
+        can_edit: bool = True,
+        render_with: Callable[[str], str] = lambda markdown: markdown,
+    ) -> None:
+        self.capabilities = SurfaceCapabilities(
+            max_chars=max_chars, count=count, min_edit_interval=0.01, can_edit=can_edit
+        )
+        self.render_with = render_with
+        self.calls: list[Call] = []
+        self._failures: list[tuple[frozenset[str], SurfaceError]] = []
+        self._ids = 0
+
+    def fail_next(self, error: SurfaceError, times: int = 1, on: str = "send edit") -> None:
+        self._failures.extend([(frozenset(on.split()), error)] * times)
+
+    async def _record(self, op: str, text: str, message: str) -> None:
+        await anyio.lowlevel.checkpoint()  # like real I/O, a call is a point where others run
+        call = Call(op, text, message, time.monotonic())
+        self.calls.append(call)
+        if self._failures and op in self._failures[0][0]:
+            call.error = self._failures.pop(0)[1]
+            raise call.error
+
+    async def send(self, key: ConversationKey, text: str) -> MessageRef:
+        self._ids += 1
+        await self._record("send", text, str(self._ids))
+        return MessageRef(key, str(self._ids))
+
+    async def edit(self, ref: MessageRef, text: str) -> None:
+        await self._record("edit", text, ref.id)
+
+    async def typing(self, key: ConversationKey) -> None:
+        await self._record("typing", "", "")
+
+    def render(self, markdown: str) -> str:
+        return self.render_with(markdown)
+
+    async def ask_choice(
+        self,
+        key: ConversationKey,
+        prompt: str,
+        choices: Sequence[Choice],
+        *,
+        allowed_users: Sequence[str],
+    ) -> MessageRef:
+        return await self.send(key, prompt)
+
+    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+        await self.edit(ref, outcome)
+
+    def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
+        return None
+
+    async def run(
+        self,
+        on_event: OnEvent,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+
+    # -- what the chat shows ----------------------------------------------------------------------
+
+    def ops(self, *names: str) -> list[Call]:
+        return [c for c in self.calls if c.op in names and c.error is None]
+
+    def shown(self) -> dict[str, str]:
+        """Message id -> its text now, in the order the messages were sent."""
+        messages: dict[str, str] = {}
+        for call in self.ops("send", "edit"):
+            messages[call.message] = call.text
+        return messages
+
+
+def fast_pacer() -> ChatPacer:
+    return ChatPacer(0.01)
+
+
+def balanced(part: str) -> bool:
+    return sum(1 for line in part.split("\n") if FENCE_LINE.match(line)) % 2 == 0
+
+
+def content(text: str) -> str:
+    """The text without fence lines and whitespace: what splitting must preserve."""
+    kept = [line for line in text.split("\n") if not FENCE_LINE.match(line)]
+    return "".join("".join(kept).split())
+
+
+def random_markdown(rng: random.Random, emoji: bool = False) -> str:
+    words = ["ok", "reply", "agent", "switchboard", "x" * 55, "a-very-long-identifier_name"]
+    if emoji:
+        words += ["😀", "👩‍💻", "é", "🇺🇦", "👍🏽"]
+    blocks = []
+    for _ in range(rng.randint(1, 12)):
+        if rng.random() < 0.3:
+            lang = rng.choice(["", "python", "bash"])
+            code = [
+                " " * rng.randint(0, 6) + " ".join(rng.choices(words, k=rng.randint(0, 6)))
+                for _ in range(rng.randint(0, 8))
+            ]
+            blocks.append("\n".join([f"```{lang}", *code, "```"]))
+        else:
+            lines = [
+                " ".join(rng.choices(words, k=rng.randint(1, 14))) for _ in range(rng.randint(1, 4))
+            ]
+            blocks.append("\n".join(lines))
+    return rng.choice(["\n\n", "\n", "\n\n\n"]).join(blocks)
+
+
+# -- split_message --------------------------------------------------------------------------------
+
+
+def test_a_text_that_fits_is_one_part_and_an_empty_text_none() -> None:
+    assert split_message("hello", 40, len) == ["hello"]
+    assert split_message("", 40, len) == []
+
+
+def test_splits_prefer_paragraphs_then_lines_then_words() -> None:
+    paragraphs = "first paragraph is here\n\nsecond paragraph, also"
+    assert split_message(paragraphs, 30, len) == [
+        "first paragraph is here",
+        "second paragraph, also",
+    ]
+    lines = "first line is here\nsecond line is here"
+    assert split_message(lines, 30, len) == ["first line is here", "second line is here"]
+    words = "one two three four five six seven"
+    assert split_message(words, 20, len) == ["one two three four", "five six seven"]
+    assert split_message("x" * 50, 20, len) == ["x" * 20, "x" * 20, "x" * 10]
+
+
+def test_a_split_inside_a_fence_closes_it_and_reopens_it_with_its_language() -> None:
+    code = "\n".join(f"value_{i} = {i}" for i in range(10))
+    text = f"Here is the code:\n\n```python\n{code}\n```\n\nDone."
+    parts = split_message(text, 40, len)
+    assert len(parts) > 2
+    for part in parts:
+        assert len(part) <= 40
+        assert balanced(part), part
+    inner = [p for p in parts if "value_" in p]
+    assert all(p.startswith("```python\n") and p.endswith("\n```") for p in inner)
+    assert not any(p.strip() in {"```python\n```", "```"} for p in parts)  # no empty blocks
+    assert content("\n".join(parts)) == content(text)
+
+
+def test_random_texts_split_within_the_limit_with_balanced_fences_and_nothing_lost() -> None:
+    rng = random.Random(20240601)
+    for _ in range(400):
+        text = random_markdown(rng)
+        limit = rng.randint(30, 120)
+        parts = split_message(text, limit, len)
+        assert parts, text
+        for part in parts:
+            assert len(part) <= limit, (limit, part)
+            assert balanced(part), (limit, part)
+            assert part.strip()
+        assert content("\n".join(parts)) == content(text)
+
+
+def test_random_texts_with_emoji_fit_in_utf16_units_without_splitting_a_character() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        text = random_markdown(rng, emoji=True)
+        limit = rng.randint(30, 90)
+        parts = split_message(text, limit, count_utf16)
+        for part in parts:
+            assert count_utf16(part) <= limit, (limit, part)
+            assert balanced(part)
+            # no part starts with what must follow a character, or ends inside a ZWJ sequence
+            assert not part.startswith(("\u200d", "\ufe0f", "\U0001f3fd")), part
+            assert not part.endswith("\u200d"), part
+        assert content("\n".join(parts)) == content(text)
+
+
+def test_a_zwj_sequence_is_never_cut_apart() -> None:
+    coder = "👩‍💻"  # woman, zero-width joiner, laptop: one picture
+    parts = split_message(coder * 10, 6, count_utf16)
+    assert parts == [coder] * 10
+    flags = "🇺🇦🇫🇷🇯🇵"  # pairs of regional indicators
+    assert split_message(flags * 3, 6, count_utf16) == ["🇺🇦", "🇫🇷", "🇯🇵"] * 3
+
+
+# -- ChatPacer ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_pacer_spaces_turns_by_its_interval() -> None:
+    pacer = ChatPacer(0.03)
+    stamps = []
+    for _ in range(4):
+        await pacer.wait_turn()
+        stamps.append(time.monotonic())
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    assert all(gap >= 0.025 for gap in gaps), gaps
+
+
+@pytest.mark.anyio
+async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_ones() -> None:
+    pacer = ChatPacer(0.01)
+    await pacer.wait_turn()
+    begun = time.monotonic()
+    done: list[float] = []
+
+    async def waiter() -> None:
+        await pacer.wait_turn()
+        done.append(time.monotonic() - begun)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        tg.start_soon(waiter)
+        await anyio.sleep(0.002)
+        pacer.penalize(0.1)  # arrives while both are already waiting for their turn
+    assert pacer.is_penalized() is False
+    assert len(done) == 2 and min(done) >= 0.09, done
+
+
+def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
+    pacers, surface = ChatPacers(), RecordingSurface()
+    one = pacers.for_chat(surface, ConversationKey("test", "c", "t1"))
+    assert pacers.for_chat(surface, ConversationKey("test", "c", "t2")) is one
+    assert pacers.for_chat(surface, ConversationKey("test", "d")) is not one
+    assert one.min_interval == surface.capabilities.min_edit_interval
+
+
+# -- ReplyStream ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the_final_text() -> (
+    None
+):
+    surface = RecordingSurface(max_chars=4000)
+    text = ""
+    async with open_reply(surface, KEY, ChatPacer(0.05)) as reply:
+        for i in range(100):
+            text += f"w{i} "
+            reply.update(text)
+            await anyio.sleep(0.002)
+        assert await reply.finish(text.strip()) is True
+    operations = surface.ops("send", "edit")
+    assert len(operations) < 20, len(operations)
+    assert operations[-1].text == text.strip()
+    assert list(surface.shown().values()) == [text.strip()]
+
+
+@pytest.mark.anyio
+async def test_unchanged_text_is_not_sent_again() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("hello")
+        await anyio.sleep(0.05)
+        reply.update("hello")
+        reply.set_status(None)
+        await anyio.sleep(0.05)
+        assert await reply.finish("hello") is True
+    assert [(c.op, c.text) for c in surface.ops("send", "edit")] == [("send", "hello")]
+
+
+@pytest.mark.anyio
+async def test_a_long_reply_is_split_at_the_limit_without_breaking_fences() -> None:
+    surface = RecordingSurface(max_chars=40)
+    code = "\n".join(f"print({i} * {i})" for i in range(12))
+    final = f"The answer is below.\n\n```python\n{code}\n```\n\nThat prints squares."
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        for end in range(10, len(final), 15):
+            reply.update(final[:end])
+            await anyio.sleep(0.005)
+        assert await reply.finish(final) is True
+    for call in surface.ops("send", "edit"):
+        assert len(call.text) <= 40, call
+    shown = list(surface.shown().values())
+    assert shown == split_message(final, 40, count_chars)
+    assert all(balanced(part) for part in shown)
+    assert any(part.startswith("```python\n") and "print(" in part for part in shown[2:])
+
+
+@pytest.mark.anyio
+async def test_parts_that_rendering_grows_are_split_tighter() -> None:
+    surface = RecordingSurface(max_chars=40, render_with=lambda md: md.replace("&", "&amp;"))
+    final = " ".join(["R&D"] * 30)
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        assert await reply.finish(final) is True
+    shown = list(surface.shown().values())
+    assert all(len(part) <= 40 for part in shown), shown
+    assert " ".join(shown).replace("&amp;", "&") == final
+
+
+@pytest.mark.anyio
+async def test_a_429_delays_the_chats_next_operation_by_retry_after_and_the_final_arrives() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("first")
+        await anyio.sleep(0.03)
+        surface.fail_next(RateLimited(0.2))
+        reply.update("first and second")
+        await anyio.sleep(0.03)
+        assert await reply.finish("first, second, third") is True
+    limited = next(i for i, c in enumerate(surface.calls) if isinstance(c.error, RateLimited))
+    following = [c for c in surface.calls[limited + 1 :] if c.op != "typing"]
+    assert following[0].at - surface.calls[limited].at >= 0.18
+    assert list(surface.shown().values()) == ["first, second, third"]
+
+
+@pytest.mark.anyio
+async def test_transient_failures_are_retried_and_the_final_is_delivered() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer(), retry_delay=0.01) as reply:
+        surface.fail_next(SendFailed("502 bad gateway", transient=True), times=3)
+        assert await reply.finish("the answer") is True
+    sends = [c for c in surface.calls if c.op == "send"]
+    assert len(sends) == 4 and sends[-1].error is None
+    assert list(surface.shown().values()) == ["the answer"]
+
+
+@pytest.mark.anyio
+async def test_delivery_gives_up_after_max_attempts_returns_false_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    surface = RecordingSurface()
+    caplog.set_level(logging.WARNING, logger="bot.reply")
+    async with open_reply(surface, KEY, fast_pacer(), max_attempts=3, retry_delay=0.001) as reply:
+        surface.fail_next(SendFailed("503", transient=True), times=100)
+        assert await reply.finish("never arrives") is False
+    assert len([c for c in surface.calls if c.op == "send"]) == 3
+    assert any(r.name == "bot.reply" and r.levelno == logging.ERROR for r in caplog.records)
+
+
+@pytest.mark.anyio
+async def test_a_permanent_failure_gives_up_on_that_part_at_once_and_delivers_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    surface = RecordingSurface(can_edit=False)
+    caplog.set_level(logging.WARNING, logger="bot.reply")
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        surface.fail_next(SendFailed("400 can't parse entities", transient=False))
+        assert (
+            await reply.finish("first paragraph is here\n\nsecond paragraph is here too") is False
+        )
+    sends = [c for c in surface.calls if c.op == "send"]
+    assert len(sends) == 2  # one attempt at the refused part, then the next part
+    assert isinstance(sends[0].error, SendFailed) and sends[1].error is None
+    assert any("can't parse entities" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.anyio
+async def test_a_message_gone_at_edit_is_replaced_by_a_new_message() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("draft")
+        await anyio.sleep(0.03)
+        surface.fail_next(MessageGone(), on="edit")
+        assert await reply.finish("the final answer") is True
+    sends = surface.ops("send")
+    assert [c.text for c in sends] == ["draft", "the final answer"]
+    assert surface.shown()[sends[-1].message] == "the final answer"
+
+
+@pytest.mark.anyio
+async def test_without_edits_nothing_streams_and_only_the_final_parts_are_sent() -> None:
+    surface = RecordingSurface(can_edit=False)
+    final = "word " * 20
+    async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
+        for i in range(1, 20):
+            reply.update(final[: i * 5])
+            reply.set_status("thinking")
+            await anyio.sleep(0.003)
+        assert surface.ops("send", "edit") == []
+        assert await reply.finish(final) is True
+    assert surface.ops("edit") == []
+    assert [c.text for c in surface.ops("send")] == split_message(final, 40, count_chars)
+
+
+@pytest.mark.anyio
+async def test_utf16_counting_keeps_every_part_within_the_limit() -> None:
+    surface = RecordingSurface(max_chars=40, count=count_utf16)
+    final = " ".join(["done 😀👍🏽", "👩‍💻 coding", "🇺🇦 ok"] * 12)
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        for end in range(5, len(final), 9):
+            reply.update(final[:end])
+            await anyio.sleep(0.003)
+        assert await reply.finish(final) is True
+    for call in surface.ops("send", "edit"):
+        assert count_utf16(call.text) <= 40, call
+    assert content("\n".join(surface.shown().values())) == content(final)
+
+
+@pytest.mark.anyio
+async def test_the_status_line_shows_under_the_live_text_and_not_in_the_final() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("Listing files")
+        reply.set_status("running: ls -la")
+        await anyio.sleep(0.05)
+        live = [c.text for c in surface.ops("send", "edit")]
+        assert live[-1] == f"Listing files\n\n{STATUS_MARK}running: ls -la"
+        assert await reply.finish("Listing files: done") is True
+    assert list(surface.shown().values()) == ["Listing files: done"]
+
+
+@pytest.mark.anyio
+async def test_a_live_message_the_final_no_longer_needs_is_blanked() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("a short answer that is thirty")
+        reply.set_status("running: a long command line")
+        await anyio.sleep(0.06)
+        assert len(surface.shown()) == 2
+        assert await reply.finish("a short answer that is thirty") is True
+    assert list(surface.shown().values()) == ["a short answer that is thirty", "…"]
+
+
+@pytest.mark.anyio
+async def test_typing_is_shown_while_nothing_was_sent_and_stops_after() -> None:
+    surface = RecordingSurface()
+    async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
+        await anyio.sleep(0.06)
+        assert len(surface.ops("typing")) >= 2
+        reply.update("here it is")
+        await anyio.sleep(0.05)
+        assert await reply.finish("here it is") is True
+    first_send = next(i for i, c in enumerate(surface.calls) if c.op == "send")
+    assert all(c.op != "typing" for c in surface.calls[first_send:])
+
+
+@pytest.mark.anyio
+async def test_leaving_on_an_error_delivers_the_partial_text_and_reraises_it_unwrapped() -> None:
+    surface = RecordingSurface(can_edit=False)
+    with pytest.raises(KeyError):
+        async with open_reply(surface, KEY, fast_pacer()) as reply:
+            reply.update("partial output")
+            raise KeyError("boom")
+    assert [c.text for c in surface.ops("send")] == ["partial output"]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_turn_still_delivers_its_partial_text_and_stays_cancelled() -> None:
+    surface = RecordingSurface()
+    with anyio.move_on_after(0.1) as scope:
+        async with open_reply(surface, KEY, fast_pacer()) as reply:
+            reply.update("partial")
+            await anyio.sleep(0.03)
+            reply.update("partial, then more")
+            await anyio.sleep(10)
+    assert scope.cancelled_caught
+    assert list(surface.shown().values()) == ["partial, then more"]
+
+
+@pytest.mark.anyio
+async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    surface = RecordingSurface(can_edit=False)
+    caplog.set_level(logging.WARNING, logger="bot.reply")
+    begun = time.monotonic()
+    async with open_reply(surface, KEY, fast_pacer(), close_timeout=0.05) as reply:
+        surface.fail_next(RateLimited(30), times=5)
+        reply.update("partial")
+    assert time.monotonic() - begun < 5
+    assert surface.ops("send") == []
+    assert any("not delivered" in r.getMessage() for r in caplog.records)

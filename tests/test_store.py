@@ -1,0 +1,313 @@
+"""The embedded state store: bindings, de-duplication, one-time approvals, the delivery ledger, and
+what survives a restart or a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bot.conversation import Binding, ConversationKey
+from bot.store import (
+    PURGE_INTERVAL,
+    ApprovalRecord,
+    DeliveryEntry,
+    SqliteStateStore,
+    StoreError,
+    open_store,
+)
+from config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = ConversationKey("telegram", "42", "7")
+OTHER = ConversationKey("slack", "C1")
+BINDING = Binding("sess-1", "kiro", "/work/ws", model="m1", generation=3)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStateStore]:
+    s = SqliteStateStore(tmp_path / "state.db", clock=clock)
+    yield s
+    await s.aclose()
+
+
+def approvals(group: str, *tokens: str) -> list[ApprovalRecord]:
+    return [ApprovalRecord(t, group, f"opt-{t}", "u1", KEY, 100.0) for t in tokens]
+
+
+# -- bindings --------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_binding_round_trips_and_is_keyed_by_the_whole_conversation_key(
+    store: SqliteStateStore,
+) -> None:
+    assert await store.get_binding(KEY) is None
+    await store.put_binding(KEY, BINDING)
+    assert await store.get_binding(KEY) == BINDING
+    assert await store.get_binding(ConversationKey("telegram", "42")) is None
+    await store.put_binding(KEY, BINDING.with_model("m2"))
+    assert await store.get_binding(KEY) == BINDING.with_model("m2")
+    await store.delete_binding(KEY)
+    assert await store.get_binding(KEY) is None
+
+
+@pytest.mark.anyio
+async def test_bindings_and_pending_deliveries_survive_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dirs" / "state.db"
+    first = SqliteStateStore(path)
+    await first.put_binding(KEY, BINDING)
+    await first.ledger_put(DeliveryEntry("e1", KEY, "final answer", 5.0))
+    await first.aclose()
+    assert path.is_file()
+
+    second = SqliteStateStore(path)
+    try:
+        assert await second.get_binding(KEY) == BINDING
+        assert await second.ledger_pending() == [DeliveryEntry("e1", KEY, "final answer", 5.0)]
+    finally:
+        await second.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_commit_survives_the_writer_being_killed(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    writer = textwrap.dedent(
+        f"""
+        import sys, time, anyio
+        from bot.conversation import Binding, ConversationKey
+        from bot.store import SqliteStateStore
+
+        async def main():
+            store = SqliteStateStore({str(path)!r})
+            await store.put_binding(ConversationKey("telegram", "42", "7"), Binding("sess-1", "kiro", "/work/ws", "m1", 3))
+            print("written", flush=True)
+            time.sleep(60)  # killed here, connection never closed
+
+        anyio.run(main)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", writer]
+    async with await anyio.open_process(command, stdout=subprocess.PIPE, cwd=ROOT, env=env) as proc:
+        assert proc.stdout is not None
+        output = b""
+        with anyio.fail_after(30):
+            while b"written\n" not in output:
+                output += await proc.stdout.receive()
+        proc.send_signal(signal.SIGKILL)
+        assert await proc.wait() == -signal.SIGKILL
+
+    survivor = SqliteStateStore(path)
+    try:
+        assert await survivor.get_binding(KEY) == BINDING
+    finally:
+        await survivor.aclose()
+
+
+# -- de-duplication --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_an_event_is_claimed_once_and_a_redelivery_is_refused_until_the_ttl_expires(
+    store: SqliteStateStore, clock: FakeClock
+) -> None:
+    assert await store.claim_event("tg:update:1", ttl=10) is True
+    assert await store.claim_event("tg:update:1", ttl=10) is False
+    assert await store.claim_event("tg:update:2", ttl=10) is True
+    clock.advance(9.9)
+    assert await store.claim_event("tg:update:1", ttl=10) is False
+    clock.advance(0.1)
+    assert await store.claim_event("tg:update:1", ttl=10) is True
+    assert await store.claim_event("tg:update:1", ttl=10) is False
+
+
+@pytest.mark.anyio
+async def test_fifty_concurrent_claims_of_one_key_yield_exactly_one_winner(
+    store: SqliteStateStore,
+) -> None:
+    results: list[bool] = []
+
+    async def claim() -> None:
+        results.append(await store.claim_event("slack:evt:Ev1", ttl=60))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            tg.start_soon(claim)
+    assert len(results) == 50
+    assert results.count(True) == 1
+
+
+@pytest.mark.anyio
+async def test_expired_keys_and_approvals_are_purged_lazily(
+    store: SqliteStateStore, clock: FakeClock, tmp_path: Path
+) -> None:
+    await store.claim_event("old", ttl=1)
+    await store.put_approvals(approvals("g1", "t1"), ttl=1)
+    clock.advance(PURGE_INTERVAL + 1)
+    await store.claim_event("new", ttl=1000)
+
+    with sqlite3.connect(tmp_path / "state.db") as raw:
+        events = raw.execute("SELECT event_key FROM events").fetchall()
+        tokens = raw.execute("SELECT token FROM approvals").fetchall()
+    raw.close()
+    assert events == [("new",)]
+    assert tokens == []
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_taking_a_token_consumes_its_whole_group_once(store: SqliteStateStore) -> None:
+    await store.put_approvals(approvals("req-1", "allow", "always", "reject"), ttl=300)
+    await store.put_approvals(approvals("req-2", "other"), ttl=300)
+
+    taken = await store.take_approval("always")
+    assert taken == ApprovalRecord("always", "req-1", "opt-always", "u1", KEY, 100.0)
+    assert await store.take_approval("always") is None
+    assert await store.take_approval("allow") is None
+    assert await store.take_approval("reject") is None
+    assert await store.take_approval("unknown") is None
+    assert await store.take_approval("other") is not None
+
+
+@pytest.mark.anyio
+async def test_concurrent_takes_in_one_group_have_exactly_one_winner(
+    store: SqliteStateStore,
+) -> None:
+    tokens = [f"t{i}" for i in range(20)]
+    await store.put_approvals(approvals("req", *tokens), ttl=300)
+    won: list[ApprovalRecord] = []
+
+    async def take(token: str) -> None:
+        if (record := await store.take_approval(token)) is not None:
+            won.append(record)
+
+    async with anyio.create_task_group() as tg:
+        for token in tokens:
+            tg.start_soon(take, token)
+    assert len(won) == 1
+
+
+@pytest.mark.anyio
+async def test_an_expired_or_dropped_approval_cannot_be_taken(
+    store: SqliteStateStore, clock: FakeClock
+) -> None:
+    await store.put_approvals(approvals("req-1", "a", "b"), ttl=30)
+    await store.put_approvals(approvals("req-2", "c"), ttl=300)
+    clock.advance(30)
+    assert await store.take_approval("a") is None
+    await store.drop_approvals("req-2")
+    assert await store.take_approval("c") is None
+
+
+# -- delivery ledger -------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_ledger_lists_pending_entries_oldest_first_and_counts_attempts(
+    store: SqliteStateStore,
+) -> None:
+    await store.ledger_put(DeliveryEntry("late", KEY, "second", created=20.0))
+    await store.ledger_put(DeliveryEntry("early", OTHER, "first", created=10.0))
+    pending = await store.ledger_pending()
+    assert [e.entry_id for e in pending] == ["early", "late"]
+    assert pending[0] == DeliveryEntry("early", OTHER, "first", 10.0, attempts=0)
+
+    await store.ledger_attempted("late")
+    await store.ledger_attempted("late")
+    await store.ledger_attempted("missing")  # a no-op, not an error
+    assert (await store.ledger_pending())[1].attempts == 2
+
+    await store.ledger_done("early")
+    await store.ledger_done("early")
+    assert [e.entry_id for e in await store.ledger_pending()] == ["late"]
+
+
+# -- health, errors, opening -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_check_writable_passes_for_a_usable_file(store: SqliteStateStore) -> None:
+    await store.check_writable()
+
+
+@pytest.mark.anyio
+async def test_check_writable_raises_store_error_when_the_parent_is_a_file(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    location = str(blocker / "state.db")
+    store = SqliteStateStore(location)
+    try:
+        with pytest.raises(StoreError) as caught:
+            await store.check_writable()
+    finally:
+        await store.aclose()
+    assert caught.value.location == location
+    assert caught.value.reason
+    assert str(caught.value).startswith(f"The state store at {location} cannot be used: ")
+    assert isinstance(caught.value.__cause__, OSError | sqlite3.Error)
+
+
+@pytest.mark.anyio
+async def test_a_closed_store_refuses_further_calls(store: SqliteStateStore) -> None:
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get_binding(KEY)
+
+
+@pytest.mark.anyio
+async def test_open_store_accepts_a_path_a_sqlite_url_and_memory(tmp_path: Path) -> None:
+    for location, file in [
+        (str(tmp_path / "a.db"), tmp_path / "a.db"),
+        (f"sqlite:///{tmp_path / 'b.db'}", tmp_path / "b.db"),
+        (":memory:", None),
+    ]:
+        store = open_store(location)
+        assert isinstance(store, SqliteStateStore)
+        try:
+            await store.put_binding(KEY, BINDING)
+            assert await store.get_binding(KEY) == BINDING
+        finally:
+            await store.aclose()
+        assert file is None or file.is_file()
+
+
+@pytest.mark.parametrize("location", ["redis://localhost:6379/0", "rediss://cache:6380"])
+def test_open_store_on_redis_raises_config_error_naming_the_setting(location: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        open_store(location)
+    assert caught.value.setting == "SWITCHBOARD_STATE"
+    assert "redis is not supported yet" in str(caught.value)
+
+
+def test_open_store_rejects_an_unknown_scheme() -> None:
+    with pytest.raises(ConfigError, match="SWITCHBOARD_STATE"):
+        open_store("postgres://db/switchboard")
