@@ -84,6 +84,14 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
     return FakeAgent(log_path=tmp_path / "agent-log.jsonl", state_dir=state)
 
 
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty directory for the agent to work in."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path.resolve()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

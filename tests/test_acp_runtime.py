@@ -8,9 +8,8 @@ import os
 import signal
 import stat
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -18,71 +17,28 @@ import pytest
 from acp import (
     AcpClient,
     AcpError,
-    AcpEvent,
     AcpRequestTimeout,
-    AcpSession,
     AcpSpawnFailed,
     AcpWorkspaceBindingError,
-    EventKind,
-    GatePlan,
     RuntimeSpec,
     get_backend,
     open_runtime,
 )
-from acp.runtime import STDERR_TAIL_BYTES, AcpRuntime, RuntimePool, agent_environment
+from acp.runtime import STDERR_TAIL_BYTES, RuntimePool, agent_environment
+from tests.acp_helpers import agent_spec as _spec
+from tests.acp_helpers import collect_turn as _turn
+from tests.acp_helpers import open_test_client as _client
+from tests.acp_helpers import prepare_client as _prepare
+from tests.acp_helpers import texts
 from tests.conftest import FakeAgent, pid_alive
 
 WAIT = 20  # seconds: an upper bound on every test here, never a measurement
-
-
-def _spec(agent: FakeAgent, workspace: Path, *options: str, **overrides: Any) -> RuntimeSpec:
-    settings: dict[str, Any] = {
-        "request_timeout": 10.0,
-        "initialize_timeout": 10.0,
-        "shutdown_grace": 0.5,
-        **overrides,
-    }
-    return RuntimeSpec(
-        backend=get_backend("kiro"),
-        argv=tuple(agent.argv(*options)),
-        workspace=workspace,
-        **settings,
-    )
-
-
-async def _prepare(runtime: AcpRuntime) -> AcpClient:
-    client = AcpClient(runtime, gate=GatePlan(enforced=False), cancel_grace=5.0)
-    await client.handshake()
-    return client
-
-
-@asynccontextmanager
-async def _client(spec: RuntimeSpec) -> AsyncIterator[AcpClient]:
-    async with open_runtime(spec) as runtime:
-        yield await _prepare(runtime)
-
-
-async def _turn(session: AcpSession, text: str) -> list[AcpEvent]:
-    stream = session.prompt(text)
-    async with aclosing(stream):  # type: ignore[type-var]
-        return [event async for event in stream]
-
-
-def texts(events: list[AcpEvent]) -> list[str]:
-    return [e.text for e in events if e.kind is EventKind.TEXT]
 
 
 async def until(condition: Callable[[], bool]) -> None:
     """Poll a condition; the caller's fail_after bounds it."""
     while not condition():
         await anyio.sleep(0.02)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 # ---- spawning -----------------------------------------------------------------------------------

@@ -7,8 +7,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -16,71 +15,22 @@ import anyio
 import pytest
 
 from acp import (
-    AcpClient,
     AcpEvent,
     AcpProcessDied,
     AcpRequestTimeout,
     AcpRuntimeDead,
-    AcpSession,
     EventKind,
-    GatePlan,
     PendingPermission,
-    RuntimeSpec,
-    get_backend,
-    open_runtime,
 )
 from acp.session_handle import DEFAULT_MAX_LINE_BYTES, RpcReply
+from tests.acp_helpers import agent_spec as _spec
+from tests.acp_helpers import collect_turn as _turn
+from tests.acp_helpers import open_test_client as _client
+from tests.acp_helpers import script, texts
 from tests.conftest import FakeAgent
 
 WAIT = 20  # seconds: an upper bound on every test here, never a measurement
 SMALL_LIMIT = 64 * 1024
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-def _spec(agent: FakeAgent, workspace: Path, *options: str, **overrides: Any) -> RuntimeSpec:
-    settings: dict[str, Any] = {
-        "request_timeout": 10.0,
-        "initialize_timeout": 10.0,
-        "shutdown_grace": 0.5,
-        **overrides,
-    }
-    return RuntimeSpec(
-        backend=get_backend("kiro"),
-        argv=tuple(agent.argv(*options)),
-        workspace=workspace,
-        **settings,
-    )
-
-
-@asynccontextmanager
-async def _client(spec: RuntimeSpec) -> AsyncIterator[AcpClient]:
-    async with open_runtime(spec) as runtime:
-        client = AcpClient(runtime, gate=GatePlan(enforced=False), cancel_grace=5.0)
-        await client.handshake()
-        yield client
-
-
-async def _turn(
-    session: AcpSession,
-    text: str,
-    on_permission: Callable[[PendingPermission], Awaitable[str | None]] | None = None,
-) -> list[AcpEvent]:
-    events: list[AcpEvent] = []
-    stream = session.prompt(text)
-    async with aclosing(stream):  # type: ignore[type-var]
-        async for event in stream:
-            events.append(event)
-            if event.kind is EventKind.PERMISSION:
-                assert event.permission is not None and on_permission is not None
-                event.permission.respond(await on_permission(event.permission))
-    return events
-
-
-def texts(events: list[AcpEvent]) -> list[str]:
-    return [e.text for e in events if e.kind is EventKind.TEXT]
 
 
 def stop_reason(events: list[AcpEvent]) -> str:
@@ -94,13 +44,6 @@ def debug_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
         for r in caplog.records
         if r.name == "acp.session_handle" and r.levelno == logging.DEBUG
     ]
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 # ---- skipped lines ------------------------------------------------------------------------------

@@ -17,8 +17,6 @@ import enum
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +24,10 @@ import anyio
 import pytest
 
 from acp import (
-    AcpClient,
     AcpEvent,
-    AcpSession,
     EventKind,
     GatePlan,
     PendingPermission,
-    RuntimeSpec,
-    get_backend,
-    open_runtime,
 )
 from acp._dispatch import (
     codex_thread_status,
@@ -44,6 +37,9 @@ from acp._dispatch import (
     parse_update,
 )
 from acp.types import RefusalInfo
+from tests.acp_helpers import agent_spec as _spec
+from tests.acp_helpers import collect_turn as _turn
+from tests.acp_helpers import open_test_client as _client
 from tests.conftest import FakeAgent
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -97,50 +93,6 @@ def test_a_drift_from_the_golden_reads_as_a_line_diff() -> None:
 
 
 # ---- driving the real API against the fake agent ----------------------------------------------
-def _spec(agent: FakeAgent, workspace: Path, *options: str, dialect: str = "kiro") -> RuntimeSpec:
-    return RuntimeSpec(
-        backend=get_backend(dialect),
-        argv=tuple(agent.argv(*options, dialect=dialect)),
-        workspace=workspace,
-        request_timeout=10.0,
-        initialize_timeout=10.0,
-        shutdown_grace=0.5,
-    )
-
-
-@asynccontextmanager
-async def _client(spec: RuntimeSpec, gate: GatePlan | None = None) -> AsyncIterator[AcpClient]:
-    async with open_runtime(spec) as runtime:
-        client = AcpClient(runtime, gate=gate or GatePlan(enforced=False), cancel_grace=5.0)
-        await client.handshake()
-        yield client
-
-
-async def _turn(
-    session: AcpSession,
-    text: str,
-    *,
-    on_permission: Callable[[PendingPermission], str | None] | None = None,
-    on_event: Callable[[AcpEvent], Awaitable[None]] | None = None,
-) -> list[AcpEvent]:
-    events: list[AcpEvent] = []
-    stream = session.prompt(text)
-    async with aclosing(stream):  # type: ignore[type-var]
-        async for event in stream:
-            events.append(event)
-            if event.kind is EventKind.PERMISSION:
-                assert event.permission is not None and on_permission is not None
-                event.permission.respond(on_permission(event.permission))
-            elif on_event is not None:
-                await on_event(event)
-    return events
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
 
 
 def _normalize(value: Any, replacements: list[tuple[str, str]]) -> Any:

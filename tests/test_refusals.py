@@ -178,13 +178,6 @@ def script(*steps: dict[str, Any]) -> str:
     return "SCRIPT:" + json.dumps(list(steps))
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path.resolve()
-
-
 @asynccontextmanager
 async def _client(agent: FakeAgent, workspace: Path, dialect: str) -> AsyncIterator[AcpClient]:
     spec = RuntimeSpec(
