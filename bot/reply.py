@@ -116,13 +116,15 @@ class ReplyStream:
         self._status: str | None = None
         self._changed = anyio.Event()
         self._messages: list[_Message] = []
-        self._live = self._caps.can_edit  # off for good after a live failure that won't heal
+        # off for good after a live failure that won't heal
+        self._live = self._caps.can_edit or self._caps.drafts
         self._live_scope = anyio.CancelScope()
         self._live_done = anyio.Event()
         self._typing_scope = anyio.CancelScope()
         self._final: str | None = None  # set by finish(); the exit path retries it if interrupted
         self._outcome: bool | None = None  # finish()'s result once it ran to the end
         self._split_cache: tuple[str, list[str]] = ("", [])
+        self._previewed = ""  # the draft last shown, on surfaces with drafts
 
     def update(self, text: str) -> None:
         """The whole reply so far (not a delta). Never blocks; the latest text wins."""
@@ -145,7 +147,7 @@ class ReplyStream:
         delivered = True
         for index, part in enumerate(parts):
             if not self._shows(index, part):
-                delivered = await self._deliver(index, part) and delivered
+                delivered = await self._deliver(index, part, formatted=True) and delivered
         # Live messages the final no longer needs (the status line or a tighter split made it
         # shorter): best effort, not counted, since the answer itself has arrived.
         for index in range(len(parts), len(self._messages)):
@@ -178,11 +180,11 @@ class ReplyStream:
             for piece in self._render(smaller, tighter)
         ]
 
-    async def _deliver(self, index: int, text: str) -> bool:
+    async def _deliver(self, index: int, text: str, *, formatted: bool = False) -> bool:
         for attempt in range(1, self._max_attempts + 1):
             await self._pacer.wait_turn()
             try:
-                await self._put(index, text)
+                await self._put(index, text, formatted=formatted)
                 return True
             except RateLimited as exc:
                 self._pacer.penalize(exc.retry_after)  # the next wait_turn waits it out
@@ -208,17 +210,17 @@ class ReplyStream:
     def _shows(self, index: int, text: str) -> bool:
         return index < len(self._messages) and self._messages[index].text == text
 
-    async def _put(self, index: int, text: str) -> None:
+    async def _put(self, index: int, text: str, *, formatted: bool = False) -> None:
         """One operation: edit message `index` if it exists, else send it."""
         while len(self._messages) <= index:
             self._messages.append(_Message())
         message = self._messages[index]
         if message.ref is None:
-            message.ref = await self._surface.send(self._key, text)
+            message.ref = await self._surface.send(self._key, text, formatted=formatted)
             self._typing_scope.cancel()  # the platform clears the indicator on a message
         else:
             try:
-                await self._surface.edit(message.ref, text)
+                await self._surface.edit(message.ref, text, formatted=formatted)
             except MessageGone:
                 message.ref, message.text = None, ""  # deleted or too old: send it anew
                 raise
@@ -244,7 +246,11 @@ class ReplyStream:
             return None
         if self._split_cache[0] != text:
             self._split_cache = (text, split_message(text, self._caps.max_chars, self._caps.count))
-        for index, part in enumerate(self._split_cache[1]):
+        parts = self._split_cache[1]
+        if self._caps.drafts:
+            # One ephemeral bubble: preview the part being written; finish() sends them all.
+            return (-1, parts[-1]) if parts and parts[-1] != self._previewed else None
+        for index, part in enumerate(parts):
             if not self._shows(index, part):
                 return index, part
         return None
@@ -270,7 +276,12 @@ class ReplyStream:
 
     async def _try_live(self, index: int, text: str) -> None:
         try:
-            await self._put(index, text)
+            if index < 0:
+                await self._surface.preview(self._key, text)
+                self._previewed = text
+                self._typing_scope.cancel()
+            else:
+                await self._put(index, text)
         except RateLimited as exc:
             self._pacer.penalize(exc.retry_after)
         except MessageGone:
@@ -326,7 +337,7 @@ async def open_reply(
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(reply._keep_typing)
-        if surface.capabilities.can_edit:
+        if surface.capabilities.can_edit or surface.capabilities.drafts:
             tg.start_soon(reply._stream_live)
         else:
             reply._live_done.set()  # nothing live to wait for

@@ -93,7 +93,7 @@ class SurfaceCapabilities:
     count: Callable[[str], int] = count_chars
     min_edit_interval: float = 1.0  # seconds between edits of one chat's messages
     can_edit: bool = True
-    drafts: bool = False  # native streaming previews
+    drafts: bool = False  # ephemeral live previews (`preview`); the final is sent as messages
     buttons: bool = True
     threads: bool = False
 
@@ -118,9 +118,15 @@ class Surface(Protocol):
         """Model Markdown -> this platform's dialect."""
         ...
 
-    async def send(self, key: ConversationKey, text: str) -> MessageRef: ...
+    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+        """Post a message. `formatted`: the text is `render()` output (else plain text)."""
+        ...
 
-    async def edit(self, ref: MessageRef, text: str) -> None: ...
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None: ...
+
+    async def preview(self, key: ConversationKey, text: str) -> None:
+        """Show an ephemeral live preview (only called when `capabilities.drafts`)."""
+        ...
 
     async def ask_choice(
         self,

@@ -40,6 +40,7 @@ class Call:
     message: str  # the message id sent or edited ("" for typing)
     at: float
     error: SurfaceError | None = None
+    formatted: bool = False
 
 
 class RecordingSurface:
@@ -53,10 +54,15 @@ class RecordingSurface:
         max_chars: int = 40,
         count: Callable[[str], int] = count_chars,
         can_edit: bool = True,
+        drafts: bool = False,
         render_with: Callable[[str], str] = lambda markdown: markdown,
     ) -> None:
         self.capabilities = SurfaceCapabilities(
-            max_chars=max_chars, count=count, min_edit_interval=0.01, can_edit=can_edit
+            max_chars=max_chars,
+            count=count,
+            min_edit_interval=0.01,
+            can_edit=can_edit,
+            drafts=drafts,
         )
         self.render_with = render_with
         self.calls: list[Call] = []
@@ -66,21 +72,24 @@ class RecordingSurface:
     def fail_next(self, error: SurfaceError, times: int = 1, on: str = "send edit") -> None:
         self._failures.extend([(frozenset(on.split()), error)] * times)
 
-    async def _record(self, op: str, text: str, message: str) -> None:
+    async def _record(self, op: str, text: str, message: str, formatted: bool = False) -> None:
         await anyio.lowlevel.checkpoint()  # like real I/O, a call is a point where others run
-        call = Call(op, text, message, time.monotonic())
+        call = Call(op, text, message, time.monotonic(), formatted=formatted)
         self.calls.append(call)
         if self._failures and op in self._failures[0][0]:
             call.error = self._failures.pop(0)[1]
             raise call.error
 
-    async def send(self, key: ConversationKey, text: str) -> MessageRef:
+    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
         self._ids += 1
-        await self._record("send", text, str(self._ids))
+        await self._record("send", text, str(self._ids), formatted)
         return MessageRef(key, str(self._ids))
 
-    async def edit(self, ref: MessageRef, text: str) -> None:
-        await self._record("edit", text, ref.id)
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
+        await self._record("edit", text, ref.id, formatted)
+
+    async def preview(self, key: ConversationKey, text: str) -> None:
+        await self._record("preview", text, "")
 
     async def typing(self, key: ConversationKey) -> None:
         await self._record("typing", "", "")
@@ -123,6 +132,12 @@ class RecordingSurface:
         for call in self.ops("send", "edit"):
             messages[call.message] = call.text
         return messages
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
 
 
 def fast_pacer() -> ChatPacer:
@@ -510,3 +525,31 @@ async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusin
     assert time.monotonic() - begun < 5
     assert surface.ops("send") == []
     assert any("not delivered" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.anyio
+async def test_live_edits_are_plain_and_only_the_final_parts_are_marked_formatted() -> None:
+    surface = RecordingSurface(max_chars=200, render_with=lambda md: md.replace("*", "!"))
+    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+        reply.update("a *bold*")
+        await wait_for(lambda: any(c.op == "send" for c in surface.calls))
+        assert await reply.finish("a *bold* word")
+    live = [c for c in surface.calls if c.op in ("send", "edit") and "*" in c.text]
+    final = [c for c in surface.calls if c.op in ("send", "edit") and c.text == "a !bold! word"]
+    assert live and not any(c.formatted for c in live)
+    assert final and all(c.formatted for c in final)
+
+
+@pytest.mark.anyio
+async def test_a_surface_with_drafts_previews_live_and_sends_the_final_as_messages() -> None:
+    surface = RecordingSurface(max_chars=200, can_edit=False, drafts=True)
+    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+        for n in range(1, 6):
+            reply.update("word " * n)
+            await anyio.sleep(0.02)
+        await wait_for(lambda: any(c.op == "preview" for c in surface.calls))
+        assert await reply.finish("the final answer")
+    ops = [c.op for c in surface.calls if c.op != "typing"]
+    assert "preview" in ops and "edit" not in ops
+    sends = [c for c in surface.calls if c.op == "send"]
+    assert [c.text for c in sends] == ["the final answer"] and sends[0].formatted

@@ -104,14 +104,14 @@ class ConsoleSurface:
     def render(self, markdown: str) -> str:
         return render(markdown)
 
-    async def send(self, key: ConversationKey, text: str) -> MessageRef:
+    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
         ref = self._start_message()
         answer = render(split_status(text)[0])
         self._printed[ref.id] = answer
         self._write(answer)
         return ref
 
-    async def edit(self, ref: MessageRef, text: str) -> None:
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
         answer = render(split_status(text)[0])
         shown = self._printed.get(ref.id, "")
         if answer.startswith(shown):
@@ -127,6 +127,9 @@ class ConsoleSurface:
             self._last_ref = ref.id
         self._printed[ref.id] = answer
         self._write(delta)
+
+    async def preview(self, key: ConversationKey, text: str) -> None:
+        return None  # a terminal streams by appending (edit), it has no drafts
 
     async def ask_choice(
         self,
