@@ -16,12 +16,13 @@ import anyio
 import anyio.abc
 
 from acp import AcpClient, AcpError
-from acp.runtime import RuntimePool
+from acp.runtime import RuntimeOpener, RuntimePool, open_runtime
 from acp.session_handle import AcpRuntimeError
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
 from bot.chat_runner import ChatRunner, RetryPolicy
 from bot.commands import (
+    COMPACT,
     HELP,
     MODEL,
     NEW,
@@ -45,7 +46,14 @@ SHUTDOWN_BUDGET = 8.0  # seconds to wind down turns before they are cut
 
 
 class BotApp:
-    def __init__(self, settings: Settings, store: StateStore, access: AccessPolicy) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: StateStore,
+        access: AccessPolicy,
+        *,
+        opener: RuntimeOpener = open_runtime,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.access = access
@@ -57,6 +65,7 @@ class BotApp:
         self._pacers = ChatPacers()
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
+        self._opener = opener  # how agents start: a process by default
         self._last_used = time.monotonic()
 
     # ---- services for runners -------------------------------------------------------------
@@ -102,24 +111,42 @@ class BotApp:
         return runner
 
     async def on_event(self, event: Inbound | ChoiceAnswer) -> None:
+        """Accept one event. Returns when it is queued or answered, not when its reply is done."""
+        handled = event.handled if isinstance(event, Inbound) else None
+        try:
+            await self._accept(event)
+        except BaseException:
+            if handled is not None:
+                handled.set()
+            raise
+
+    async def _accept(self, event: Inbound | ChoiceAnswer) -> None:
         surface = self._surfaces[event.key.surface]
+        handled = event.handled if isinstance(event, Inbound) else None
         if not self.access.may_chat(event.key.surface, event.user):
+            if handled is not None:
+                handled.set()
             return  # strangers get nothing back
         if not await self.store.claim_event(
             f"{event.key.surface}:{event.event_id}", self.settings.dedupe_ttl
         ):
             log.info("dropping a redelivered event %s", event.event_id)
+            if handled is not None:
+                handled.set()
             return
         if isinstance(event, ChoiceAnswer):
             await self.approvals.answer(event)
             return
         runner = self.runner(surface, event.key)
         parsed = parse_command(event.key.surface, event.text)
-        if parsed is not None:
-            await self._command(runner, parsed, event)
+        if parsed is not None and parsed.command is not COMPACT:
+            try:
+                await self._command(runner, parsed, event)
+            finally:
+                if handled is not None:
+                    handled.set()
             return
-        done = await runner.submit(event)
-        await done.wait()
+        await runner.submit(event)  # /compact and everything else is prompt text
 
     async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
         command = parsed.command
@@ -140,9 +167,6 @@ class BotApp:
                 await runner.say(await self._status(runner))
             elif command is MODEL:
                 await runner.say(await self._model(runner, parsed.args))
-            else:  # /compact and anything else the agent understands is prompt text
-                done = await runner.submit(event)
-                await done.wait()
         except (AcpError, AcpRuntimeError) as exc:
             await runner.say(str(exc))
 
@@ -201,7 +225,9 @@ class BotApp:
         self._surfaces = {surface.name: surface for surface in surfaces}
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            self._pool = RuntimePool(tg, client_preparer(self.gate, self.settings))
+            self._pool = RuntimePool(
+                tg, client_preparer(self.gate, self.settings), opener=self._opener
+            )
             tg.start_soon(self._reap_idle)
             await self._redeliver()
             for surface in surfaces:

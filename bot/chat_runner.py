@@ -365,7 +365,7 @@ class ChatRunner:
         await self.engine.deliver(self.surface, self.key, text)
 
     async def submit(self, inbound: Inbound) -> anyio.Event:
-        done = anyio.Event()
+        done = inbound.handled or anyio.Event()
         if len(self.queue) >= self.engine.settings.queue_limit:
             await self.say("Too many messages are waiting; send this again after the reply.")
             done.set()

@@ -46,6 +46,10 @@ class Inbound:
     text: str  # already stripped of the bot mention
     event_id: str  # the platform's id of this event, for de-duplication of redeliveries
     reply_to_bot: bool = True  # in groups: mentioned or replying to the bot
+    # Set by the bot once the turn that carried this message has finished (or it was dropped):
+    # `on_event` returns as soon as the message is accepted, so a surface that must wait for the
+    # reply (a scripted terminal) waits on this.
+    handled: anyio.Event | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,8 @@ class SurfaceCapabilities:
     threads: bool = False
 
 
+# Returns once the event is accepted (queued, or answered), not when the reply is done: call it
+# in order for one chat's events so the conversation sees them in order.
 OnEvent = Callable[[Inbound | ChoiceAnswer], Coroutine[Any, Any, None]]
 
 

@@ -176,6 +176,7 @@ class ConsoleSurface:
         task_status.started()
         async with anyio.create_task_group() as tg:
             turn_done: anyio.Event | None = None
+            sent: list[anyio.Event] = []
             async for raw in read_lines(self._fd):
                 line = raw.rstrip("\r")
                 while True:
@@ -186,22 +187,20 @@ class ConsoleSurface:
                     if self.interactive or turn_done is None or turn_done.is_set():
                         if line.strip():
                             turn_done = anyio.Event()
-                            inbound = Inbound(CONSOLE_KEY, LOCAL_USER, line, _event_id())
-                            tg.start_soon(_deliver, on_event, inbound, turn_done)
+                            inbound = Inbound(
+                                CONSOLE_KEY, LOCAL_USER, line, _event_id(), handled=turn_done
+                            )
+                            sent = [e for e in sent if not e.is_set()] + [turn_done]
+                            await on_event(inbound)  # returns once queued: order is kept
                         break
                     # scripted: wait for the reply, unless an approval shows up that this
                     # line may answer
                     self._choice_posted = anyio.Event()
                     await _first_of(turn_done, self._choice_posted)
+            for handled in sent:  # at end of input, every reply is still shown
+                await handled.wait()
         if self._last_ref and not self._printed.get(self._last_ref, "\n").endswith("\n"):
             self._write("\n")
-
-
-async def _deliver(on_event: OnEvent, inbound: Inbound, done: anyio.Event) -> None:
-    try:
-        await on_event(inbound)
-    finally:
-        done.set()
 
 
 async def _first_of(*events: anyio.Event) -> None:
