@@ -28,6 +28,7 @@ from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notic
 from bot.doctor import run_doctor
 from bot.logs import configure_logging
 from bot.store import StoreError, open_store
+from bot.surface_registry import configured_surfaces, how_to_enable
 from config import ConfigError, Settings, load_settings
 from surfaces import console
 from surfaces.base import Surface
@@ -38,13 +39,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-SURFACE_SETTINGS = {
-    "Telegram": "SWITCHBOARD_TELEGRAM__TOKEN (and SWITCHBOARD_TELEGRAM__ALLOWED_USERS)",
-    "Slack": "SWITCHBOARD_SLACK__BOT_TOKEN with SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
-    "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode), and SWITCHBOARD_SLACK__ALLOWED_USERS",
-    "Discord": "SWITCHBOARD_DISCORD__TOKEN (and SWITCHBOARD_DISCORD__ALLOWED_USERS)",
-}
 
 
 def _add_agent_options(parser: argparse.ArgumentParser) -> None:
@@ -197,26 +191,14 @@ async def _chat(settings: Settings) -> int:
     return await _serve(settings, [surface])
 
 
-def _run(settings: Settings) -> int:
-    configured = [
-        name
-        for name, on in (
-            ("Telegram", settings.telegram.token),
-            ("Slack", settings.slack.bot_token),
-            ("Discord", settings.discord.token),
-        )
-        if on
-    ]
-    if configured:
-        _say(
-            f"{', '.join(configured)} is configured, but this version of Switchboard cannot run "
-            "that surface yet; use `switchboard chat` for the terminal."
-        )
-    else:
+async def _run(settings: Settings) -> int:
+    surfaces = configured_surfaces(settings)
+    if not surfaces:
         _say("No chat surface is configured. Set one of:")
-        for name, how in SURFACE_SETTINGS.items():
-            _say(f"  {name}: {how}")
-    return EXIT_USAGE
+        for line in how_to_enable():
+            _say(f"  {line}")
+        return EXIT_USAGE
+    return await _serve(settings, surfaces)
 
 
 async def _doctor(settings: Settings) -> int:
@@ -248,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":
             return anyio.run(_doctor, settings, backend="asyncio")
-        return _run(settings)
+        return anyio.run(_run, settings, backend="asyncio")
     except KeyboardInterrupt:
         _say("Interrupted; the agent was shut down.")
         return EXIT_INTERRUPTED

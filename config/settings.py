@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -67,7 +67,23 @@ class SurfaceAccess(BaseModel):
 
 class TelegramSettings(SurfaceAccess):
     token: str = ""
-    api_url: str = ""
+    api_url: str = ""  # a local Bot API server or a test fake; default api.telegram.org
+    allowed_chats: UserIds = []  # groups (ids) where the bot may answer; DMs need only users
+    webhook_url: str = ""  # public HTTPS URL Telegram posts updates to; empty = long polling
+    webhook_secret: str = ""  # required with webhook_url; checked on every update
+    webhook_listen: str = "0.0.0.0"
+    webhook_port: int = Field(default=8443, ge=1, le=65535)
+
+    _split_chats = field_validator("allowed_chats", mode="before")(_split_ids)
+
+    @model_validator(mode="after")
+    def _webhook_needs_secret(self) -> TelegramSettings:
+        if self.webhook_url and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", self.webhook_secret):
+            raise ValueError(
+                "webhook mode needs SWITCHBOARD_TELEGRAM__WEBHOOK_SECRET "
+                "(1-256 characters of A-Z, a-z, 0-9, _ and -)"
+            )
+        return self
 
 
 class SlackSettings(SurfaceAccess):
