@@ -158,8 +158,7 @@ class BotApp:
                 await runner.say("Stopping." if stopped else "Nothing is running.")
             elif command is NEW:
                 await runner.stop()
-                runner.sessions.drop()
-                await self.store.delete_binding(event.key)
+                await runner.sessions.forget()
                 await runner.say(
                     "Started a fresh conversation; the agent will not see earlier messages."
                 )

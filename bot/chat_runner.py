@@ -304,9 +304,15 @@ class ConversationSessions:
         await self.runner.engine.discard_client()
 
     def drop(self) -> None:
+        """Stop using the session here; the stored binding still lets it be resumed."""
         if self.current is not None:
             self.current.close()
         self.current = None
+
+    async def forget(self) -> None:
+        """Never resume this session: the next turn starts a new one."""
+        self.drop()
+        await self.runner.engine.store.delete_binding(self.runner.key)
 
 
 class _ChatOutput:
@@ -411,7 +417,7 @@ class ChatRunner:
                     stats = await self._run(text, output)
                 except AcpPromptBusy:
                     # the agent still runs an earlier prompt: a fresh session, replayed once
-                    self.sessions.drop()
+                    await self.sessions.forget()
                     stats = await self._run(text, output)
                 if stats.refusal is not None:
                     notice = refusal_card_text(stats.refusal, output.text)
