@@ -14,7 +14,7 @@ import shutil
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import PIPE
@@ -304,6 +304,11 @@ async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
         raise failure
 
 
+# How a pool starts the runtime for a spec and stops it on exit: `open_runtime` spawns the agent's
+# process; a benchmark plugs in an agent that lives in this process.
+RuntimeOpener = Callable[[RuntimeSpec], AbstractAsyncContextManager[AcpRuntime]]
+
+
 class _Slot:
     __slots__ = ("done", "runtime", "stop", "value")
 
@@ -317,15 +322,19 @@ class _Slot:
 class RuntimePool(Generic[T]):
     """Agent processes keyed by (backend, workspace), each hosted by a task of the owner's task
     group. `prepare` turns a fresh runtime into what callers use (e.g. an initialized client);
-    a runtime that died is replaced on the next `get`."""
+    a runtime that died is replaced on the next `get`. `opener` starts one (default: spawn the
+    agent's process)."""
 
     def __init__(
         self,
         tg: anyio.abc.TaskGroup,
         prepare: Callable[[AcpRuntime], Awaitable[T]],
+        *,
+        opener: RuntimeOpener = open_runtime,
     ) -> None:
         self._tg = tg
         self._prepare = prepare
+        self._opener = opener
         self._slots: dict[tuple[str, Path], _Slot] = {}
         self._lock = anyio.Lock()
 
@@ -371,7 +380,7 @@ class RuntimePool(Generic[T]):
         task_status: anyio.abc.TaskStatus[T] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
-            async with open_runtime(spec) as runtime:
+            async with self._opener(spec) as runtime:
                 slot.value = await self._prepare(runtime)
                 slot.runtime = runtime
                 task_status.started(slot.value)

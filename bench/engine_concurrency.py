@@ -1,0 +1,1005 @@
+#!/usr/bin/env python3
+"""How well the whole engine keeps up with many conversations streaming at once.
+
+    python bench/engine_concurrency.py [--conversations 1000] [--chunks 200] [--interval 1.0]
+                                       [--chunk-gap 0.05] [--chunk-chars 20] [--ramp 1.0]
+                                       [--timeout 600] [--only engine|baseline]
+
+Two sides, each in its own child process (so each peak RSS and CPU figure belongs to that side
+alone), run one after the other:
+
+* engine: the real `BotApp` (access check, de-duplication, routing, `ChatRunner`, `run_turn`,
+  `ReplyStream`, `ChatPacer`, the SQLite state store in a temporary directory) serving one fake
+  surface with N conversations. The agent is the only thing that is not real: it is an in-process
+  ACP agent (coroutines) speaking NDJSON JSON-RPC over in-memory byte streams to a real
+  `AcpRuntime`/`SessionHandle`/`AcpClient`, plugged in through `BotApp(..., opener=...)`, the seam
+  `RuntimePool` uses to start agents (`open_runtime` spawns a process; this opener does not). As
+  in production, one agent "process" (one runtime, one JSON-RPC connection) serves every
+  conversation, each in its own ACP session; the backend is kiro, the default.
+* baseline: the same surface, conversations and chunk schedule, but the chunks go straight into a
+  bare `open_reply`/`ReplyStream` per conversation (`update` with the whole text so far, then
+  `finish`), each with its own `ChatPacer`: no agent, no ACP, no BotApp, no store.
+
+Each conversation is one prompt answered by C chunks of `--chunk-chars` characters (a filler
+and a six-digit sequence number, ending in a newline, so whatever the surface is shown says which
+chunks it includes). Chunk k of a conversation is due at start + k * `--chunk-gap` (an absolute
+schedule; starts are jittered by up to one gap and ramped over `--ramp` seconds); one clock task
+emits every due chunk in one batch and stamps its production time just before handing the batch
+on (engine: one write into the agent's stdout pipe, as a real agent's write(2); baseline: the
+`update` calls). The fake surface (`min_edit_interval = --interval`, 4096 characters per message,
+editable) stamps every send/edit on entry.
+
+Lag beyond pacing ("excess"), the headline figure. For a surface call on chat c at time t that
+first shows chunk k (produced at p_k), with the previous send/edit on c at t_prev (-inf if none):
+
+    excess_k = t - max(p_k, t_prev + interval)
+
+`max(p_k, t_prev + interval)` is the earliest moment the pacer allowed chunk k to be shown: it
+cannot be shown before it exists, nor before the chat's interval since the previous operation
+has run. Whatever remains is time the engine took: event-loop queueing, JSON parsing, dispatch,
+`run_turn`, the reply stream's wake-up, coalescing and splitting, the store's thread hops at the
+end of a turn (the final text is written to the delivery ledger before it is sent). Every chunk
+is one sample (a call that shows 20 new chunks gives 20 samples); values below zero (the pacer
+stamps its turn a moment before the surface call it hands out) count as 0. Also reported: the raw
+lag `t - p_k`, which includes the legitimate pacing wait, and a per-call variant (only the
+oldest chunk each call newly shows).
+
+Other figures per side: peak RSS (ru_maxrss) and RSS after imports; CPU seconds (getrusage
+user+sys, every thread, i.e. also SQLite's worker threads) spent in the measured run, and the
+part the in-process agent and the chunk clock themselves used (thread_time around their
+synchronous work; it is in the engine process only because the agent is in-process; the
+engine's own CPU is the difference); how late the chunk clock ran against its schedule ("slip":
+the process could not keep up, so the load offered was lower than asked); and event-loop lag
+(how late a 10 ms sleep wakes). Targets for the engine, printed, never asserted: excess p99 <=
+50 ms, peak RSS <= 300 MB. Ratios engine/baseline are given for context.
+
+Prints human lines and one final JSON line. Exit status: 0 when both sides completed every
+conversation with every chunk shown, whatever the figures; 1 otherwise. Each side is bounded by
+--timeout (and killed a little after it); nothing outlives the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import dataclasses
+import gc
+import heapq
+import itertools
+import json
+import math
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+CHILD_TAG = "ENGINE_CONCURRENCY_RESULT "
+TARGET_P99_MS = 50.0
+TARGET_RSS_MB = 300.0  # megabytes, as stated; RSS is reported in MiB (300 MB = 286.1 MiB)
+MAX_CHARS = 4096
+CLOCK_RESOLUTION = 0.001  # chunks due within this are emitted in the same batch
+PIPE_ITEMS = 64  # writes buffered in a fake pipe before the writer waits (like a full pipe)
+FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _chunk_text(seq: int, chars: int) -> str:
+    """`chars` characters: filler, six digits, newline. The digits say which chunk this is."""
+    pad = max(0, chars - 7)
+    filler = (FILLER * (pad // len(FILLER) + 1))[:pad]
+    return f"{filler}{seq:06d}\n"
+
+
+def _last_seq(text: str) -> int:
+    """The highest chunk number a shown text includes (chunks arrive in order), or -1."""
+    end = len(text.rstrip())
+    for line in reversed(text[max(0, end - 200) : end].split("\n")):
+        digits = line.rstrip()[-6:]
+        if len(digits) == 6 and digits.isdigit():
+            return int(digits)
+    return -1
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def _dist_ms(values: array.array[float]) -> dict[str, Any]:
+    ordered = sorted(values)
+    out: dict[str, Any] = {"n": len(ordered)}
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)):
+        v = _percentile(ordered, q)
+        out[name] = None if v is None else round(v * 1000, 3)
+    out["max"] = round(ordered[-1] * 1000, 3) if ordered else None
+    return out
+
+
+# ---- what the surface saw ----------------------------------------------------------------------
+class Recorder:
+    """Production times per (conversation, chunk) and the lag of each chunk's first showing."""
+
+    def __init__(self, conversations: int, chunks: int, interval: float) -> None:
+        self.chunks = chunks
+        self.interval = interval
+        blank = array.array("d", [math.nan]) * chunks
+        self.produced = [array.array("d", blank) for _ in range(conversations)]
+        self.shown = [-1] * conversations
+        self.last_call = [-math.inf] * conversations
+        self.excess: array.array[float] = array.array("d")
+        self.shown_at: array.array[float] = array.array("d")  # when each excess sample was shown
+        self.raw: array.array[float] = array.array("d")
+        self.call_excess: array.array[float] = array.array("d")
+        self.slip: array.array[float] = array.array("d")
+        self.calls = 0
+        self.typing = 0
+        self.unparsed: list[str] = []
+        self.negative = 0
+        self.most_negative = 0.0  # a big one would mean the pacer let edits come too close
+        self.conversations_done = 0
+
+    def on_call(self, conv: int, text: str, now: float) -> None:
+        self.calls += 1
+        prev = self.last_call[conv]
+        self.last_call[conv] = now
+        seq = _last_seq(text)
+        if seq < 0:
+            if len(self.unparsed) < 5:
+                self.unparsed.append(text[-200:])
+            return
+        shown = self.shown[conv]
+        if seq <= shown:
+            return
+        not_before = prev + self.interval
+        produced = self.produced[conv]
+        first = True
+        for k in range(shown + 1, min(seq, self.chunks - 1) + 1):
+            p = produced[k]
+            excess = now - (p if p > not_before else not_before)
+            if excess < 0:
+                self.negative += 1
+                self.most_negative = min(self.most_negative, excess)
+                excess = 0.0
+            self.excess.append(excess)
+            self.shown_at.append(now)
+            self.raw.append(now - p)
+            if first:
+                self.call_excess.append(excess)
+                first = False
+        self.shown[conv] = seq
+
+    def excess_by_second(self) -> list[float | None]:
+        """p99 of the excess per second of the run (by when the chunk was shown), in ms."""
+        if not self.shown_at:
+            return []
+        start = min(self.shown_at)
+        buckets: dict[int, list[float]] = {}
+        for at, excess in zip(self.shown_at, self.excess, strict=True):
+            buckets.setdefault(int(at - start), []).append(excess)
+        out: list[float | None] = []
+        for second in range(max(buckets) + 1):
+            p99 = _percentile(sorted(buckets.get(second, [])), 0.99)
+            out.append(None if p99 is None else round(p99 * 1000, 1))
+        return out
+
+    def complete(self) -> int:
+        return sum(1 for seq in self.shown if seq == self.chunks - 1)
+
+
+class BenchSurface:
+    """A platform that answers at once and remembers nothing but the timing."""
+
+    name = "bench"
+
+    def __init__(self, recorder: Recorder, conversations: int, ramp: float, interval: float):
+        from surfaces.base import SurfaceCapabilities
+
+        self.recorder = recorder
+        self.conversations = conversations
+        self.ramp = ramp
+        self.capabilities = SurfaceCapabilities(
+            max_chars=MAX_CHARS, min_edit_interval=interval, can_edit=True, buttons=False
+        )
+        self._ids = itertools.count()
+
+    async def run(self, on_event: Any, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Every person sends one message (ramped); returns once every turn has finished."""
+        from surfaces.base import ConversationKey, Inbound, UserRef
+
+        # `on_event` returns once the message is accepted; `handled` is set when its turn ended.
+        # (Older engines had no `handled` and returned when the turn ended.)
+        has_handled = "handled" in {f.name for f in dataclasses.fields(Inbound)}
+
+        async def converse(index: int) -> None:
+            key = ConversationKey(self.name, f"c{index}")
+            handled = anyio.Event()
+            extra: dict[str, Any] = {"handled": handled} if has_handled else {}
+            inbound = Inbound(key, UserRef(f"u{index}"), f"bench {index}", f"e{index}", **extra)
+            await on_event(inbound)
+            if has_handled:
+                await handled.wait()
+            self.recorder.conversations_done += 1
+
+        async with anyio.create_task_group() as tg:
+            task_status.started()
+            started = time.perf_counter()
+            for index in range(self.conversations):
+                at = started + self.ramp * index / self.conversations
+                if at > time.perf_counter():
+                    await anyio.sleep(at - time.perf_counter())
+                tg.start_soon(converse, index)
+
+    def render(self, markdown: str) -> str:
+        return markdown
+
+    async def send(self, key: Any, text: str, *, formatted: bool = False) -> Any:
+        from surfaces.base import MessageRef
+
+        self.recorder.on_call(int(key.chat[1:]), text, time.perf_counter())
+        return MessageRef(key, str(next(self._ids)))
+
+    async def edit(self, ref: Any, text: str, *, formatted: bool = False) -> None:
+        self.recorder.on_call(int(ref.key.chat[1:]), text, time.perf_counter())
+
+    async def preview(self, key: Any, text: str) -> None:
+        self.recorder.on_call(int(key.chat[1:]), text, time.perf_counter())  # not drafts: unused
+
+    async def ask_choice(self, key: Any, prompt: str, choices: Any, *, allowed_users: Any) -> Any:
+        raise AssertionError("the bench agent asks no permission")
+
+    async def close_choice(self, ref: Any, outcome: str) -> None:
+        return None
+
+    async def typing(self, key: Any) -> None:
+        self.recorder.typing += 1
+
+    def command_menu(self, commands: Any) -> None:
+        return None
+
+
+# ---- the chunk clock ---------------------------------------------------------------------------
+class Stream:
+    """One conversation's answer being produced."""
+
+    __slots__ = (
+        "cancelled",
+        "conv",
+        "done",
+        "next",
+        "prefix",
+        "reply",
+        "response",
+        "start",
+        "text",
+    )
+
+    def __init__(self, conv: int, start: float) -> None:
+        self.conv = conv
+        self.start = start
+        self.next = 0
+        self.cancelled = False
+        self.prefix = b""  # engine: the session/update frame up to the chunk text
+        self.response = b""  # engine: the session/prompt response, sent after the last chunk
+        self.text = ""  # baseline: the reply so far
+        self.reply: Any = None
+        self.done = anyio.Event()
+
+
+Flush = Callable[[list[tuple[Stream, int]]], Awaitable[None]]
+
+
+class ChunkClock:
+    """Emits chunk k of every stream at its start + k * gap, everything due in one batch."""
+
+    def __init__(self, chunks: int, gap: float, recorder: Recorder, seed: int) -> None:
+        self.chunks = chunks
+        self.gap = gap
+        self.recorder = recorder
+        self.flush: Flush | None = None
+        self.cpu = 0.0  # thread_time spent building batches
+        self._heap: list[tuple[float, int, Stream]] = []
+        self._order = itertools.count()
+        self._added = anyio.Event()
+        self._random = random.Random(seed)
+
+    def add(self, conv: int) -> Stream:
+        stream = Stream(conv, time.perf_counter() + self._random.uniform(0, self.gap))
+        heapq.heappush(self._heap, (stream.start, next(self._order), stream))
+        self._added.set()
+        return stream
+
+    async def run(self) -> None:
+        assert self.flush is not None
+        heap, slip = self._heap, self.recorder.slip
+        last = self.chunks - 1
+        while True:
+            if not heap:
+                await self._added.wait()
+                self._added = anyio.Event()
+                continue
+            now = time.perf_counter()
+            wait = heap[0][0] - now
+            if wait > CLOCK_RESOLUTION:
+                with anyio.move_on_after(wait):
+                    await self._added.wait()
+                if self._added.is_set():
+                    self._added = anyio.Event()
+                continue
+            cpu = time.thread_time()
+            batch: list[tuple[Stream, int]] = []
+            horizon = now + CLOCK_RESOLUTION
+            while heap and heap[0][0] <= horizon:
+                due, _, stream = heapq.heappop(heap)
+                if stream.cancelled:
+                    continue
+                seq = stream.next
+                stream.next = seq + 1
+                slip.append(now - due if now > due else 0.0)
+                batch.append((stream, seq))
+                if seq < last:
+                    when = stream.start + (seq + 1) * self.gap
+                    heapq.heappush(heap, (when, next(self._order), stream))
+            self.cpu += time.thread_time() - cpu
+            await self.flush(batch)
+
+
+# ---- in-memory pipes and the in-process agent ----------------------------------------------------
+class PipeSend(anyio.abc.ByteSendStream):
+    def __init__(self, items: MemoryObjectSendStream[bytes]) -> None:
+        self._items = items
+
+    async def send(self, item: bytes) -> None:
+        await self._items.send(item)
+
+    async def send_eof(self) -> None:
+        await self._items.aclose()
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+class PipeReceive(anyio.abc.ByteReceiveStream):
+    """Like reading a pipe: one receive returns everything buffered, up to max_bytes."""
+
+    def __init__(self, items: MemoryObjectReceiveStream[bytes]) -> None:
+        self._items = items
+        self._rest = b""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = self._rest or await self._items.receive()  # EndOfStream once closed and empty
+        parts, size = [data], len(data)
+        while size < max_bytes:
+            try:
+                more = self._items.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            parts.append(more)
+            size += len(more)
+        data = b"".join(parts) if len(parts) > 1 else data
+        self._rest = data[max_bytes:]
+        return data[:max_bytes]
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+def _pipe() -> tuple[PipeSend, PipeReceive]:
+    send, receive = anyio.create_memory_object_stream[bytes](PIPE_ITEMS)
+    return PipeSend(send), PipeReceive(receive)
+
+
+class InProcessProcess(anyio.abc.Process):
+    """What `AcpRuntime` needs of a process, backed by coroutines. There is no pid: -1 makes any
+    stray os.killpg fail with EINVAL instead of reaching a real process group."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self._returncode: int | None = None
+        self.exited = anyio.Event()
+        self.client_stdin, self.agent_stdin = _pipe()
+        self.agent_stdout, self.client_stdout = _pipe()
+        self.agent_stderr, self.client_stderr = _pipe()
+
+    def set_exited(self, code: int) -> None:
+        self._returncode = code
+        self.exited.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        assert self._returncode is not None
+        return self._returncode
+
+    def terminate(self) -> None:
+        self._stop()
+
+    def kill(self) -> None:
+        self._stop()
+
+    def send_signal(self, signal: signal.Signals) -> None:
+        self._stop()
+
+    @property
+    def pid(self) -> int:
+        return -1
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream:
+        return self.client_stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self.client_stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream:
+        return self.client_stderr
+
+    async def aclose(self) -> None:
+        self._stop()
+        await self.exited.wait()
+
+
+_CHUNK_HEAD = (
+    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":'
+    b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+)
+_CHUNK_TAIL = b'"}}}}\n'
+
+
+class InProcessAgent:
+    """An ACP agent in coroutines: initialize, session/new, session/prompt (answered with the
+    clock's chunks, then end_turn), session/cancel. Reads and writes NDJSON like a process."""
+
+    def __init__(self, clock: ChunkClock, chunk_chars: int) -> None:
+        self.clock = clock
+        self.scope = anyio.CancelScope()
+        self.process = InProcessProcess(self.scope.cancel)
+        self.cpu = 0.0
+        self.cancels = 0
+        self.texts = [
+            json.dumps(_chunk_text(k, chunk_chars))[1:-1].encode() for k in range(clock.chunks)
+        ]
+        self._sessions = itertools.count()
+        self._streams: dict[str, Stream] = {}
+        self._last = clock.chunks - 1
+        clock.flush = self._flush
+
+    async def _flush(self, batch: list[tuple[Stream, int]]) -> None:
+        cpu = time.thread_time()
+        texts, last = self.texts, self._last
+        parts: list[bytes] = []
+        for stream, seq in batch:
+            parts += (stream.prefix, texts[seq], _CHUNK_TAIL)
+            if seq == last:
+                parts.append(stream.response)
+        data = b"".join(parts)
+        produced = self.clock.recorder.produced
+        now = time.perf_counter()
+        for stream, seq in batch:
+            produced[stream.conv][seq] = now
+        self.cpu += time.thread_time() - cpu
+        await self.process.agent_stdout.send(data)
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self.clock.run)
+                    await self._read(tg)
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.process.agent_stdout.aclose()
+                await self.process.agent_stderr.aclose()
+                await self.process.agent_stdin.aclose()
+            self.process.set_exited(0)
+
+    async def _read(self, tg: anyio.abc.TaskGroup) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = await self.process.agent_stdin.receive(256 * 1024)
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return  # stdin closed: the client is done with us
+            cpu = time.thread_time()
+            *lines, buffer = (buffer + data).split(b"\n")
+            replies = [self._handle(json.loads(line)) for line in lines if line.strip()]
+            self.cpu += time.thread_time() - cpu
+            for reply in replies:
+                if reply:
+                    await self.process.agent_stdout.send(reply)
+
+    def _handle(self, message: dict[str, Any]) -> bytes:
+        """One frame from the client -> the line(s) to answer with now (b"" for none)."""
+        method, request_id = message.get("method"), message.get("id")
+        params: Any = message.get("params")
+        result: dict[str, Any] | None = None
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", 1),
+                "agentCapabilities": {"loadSession": False},
+                "agentInfo": {"name": "in-process-bench-agent", "version": "0"},
+                "authMethods": [],
+            }
+        elif method == "session/new":
+            result = {"sessionId": f"s{next(self._sessions)}"}
+        if result is not None:
+            frame = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            return json.dumps(frame).encode() + b"\n"
+        if method == "session/prompt":
+            session_id = params["sessionId"]
+            text = params["prompt"][0]["text"]
+            stream = self.clock.add(int(text.split()[-1]))
+            stream.prefix = _CHUNK_HEAD % session_id.encode()
+            stream.response = (
+                b'{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}\n'
+                % json.dumps(request_id).encode()
+            )
+            self._streams[session_id] = stream
+        elif method == "session/cancel":
+            running = self._streams.get(params.get("sessionId"))
+            if running is not None and not running.cancelled:
+                running.cancelled = True
+                self.cancels += 1
+                return running.response.replace(b"end_turn", b"cancelled")
+        elif request_id is not None:
+            return (
+                b'{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n'
+                % (json.dumps(request_id).encode())
+            )
+        return b""
+
+
+def in_process_opener(clock: ChunkClock, chunk_chars: int, agents: list[InProcessAgent]) -> Any:
+    from acp.runtime import AcpRuntime, RuntimeSpec
+
+    @asynccontextmanager
+    async def open_in_process_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+        """`open_runtime` with the spawn replaced: the same runtime, handle and tasks."""
+        agent = InProcessAgent(clock, chunk_chars)
+        agents.append(agent)
+        runtime = AcpRuntime(spec, agent.process)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.run)
+            tg.start_soon(runtime._drain_stderr)
+            tg.start_soon(runtime.handle.serve)
+            try:
+                yield runtime
+            except Exception as exc:  # re-raised below, outside the task group, unwrapped
+                failure = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await agent.process.stdin.aclose()  # EOF: the agent exits by itself
+                    with anyio.move_on_after(2.0):
+                        await agent.process.wait()
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    return open_in_process_runtime
+
+
+# ---- the children ------------------------------------------------------------------------------
+class GcPauses:
+    """Time spent in each garbage collection, by generation (a full collection of a big heap
+    stops the event loop)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[list[float]] = [[], [], []]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            f"gen{gen}": {
+                "count": len(pauses),
+                "total_ms": round(sum(pauses) * 1000, 1),
+                "max_ms": round(max(pauses, default=0.0) * 1000, 1),
+            }
+            for gen, pauses in enumerate(self.pauses)
+        }
+
+
+class LoopLag:
+    """How late a 10 ms sleep wakes: the event loop's queueing delay."""
+
+    def __init__(self) -> None:
+        self.lag: array.array[float] = array.array("d")
+
+    async def run(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await anyio.sleep(0.01)
+            self.lag.append(max(0.0, time.perf_counter() - before - 0.01))
+
+
+async def _engine(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
+    from bot.access import AccessPolicy, SurfaceRules
+    from bot.app import BotApp
+    from bot.store import open_store
+    from config import load_settings
+
+    agents: list[InProcessAgent] = []
+    surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
+    with tempfile.TemporaryDirectory(prefix="engine-concurrency-") as tmp:
+        state = str(Path(tmp) / "state.db")
+        settings = load_settings(
+            agent="kiro",
+            agent_command="kiro-cli acp",  # never spawned: the opener below replaces the spawn
+            workspace=Path(tmp),
+            state=state,
+            prompt_timeout=args.timeout,
+            request_timeout=args.timeout,
+        )
+        users = frozenset(f"u{index}" for index in range(args.conversations))
+        access = AccessPolicy({surface.name: SurfaceRules(chat=users)})
+        store = open_store(state)
+        app = BotApp(
+            settings, store, access, opener=in_process_opener(clock, args.chunk_chars, agents)
+        )
+        try:
+            await app.serve([surface], anyio.Event())
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+    return {
+        "agents_started": len(agents),
+        "agent_cpu_s": round(sum(agent.cpu for agent in agents) + clock.cpu, 3),
+        "agent_cancels": sum(agent.cancels for agent in agents),
+    }
+
+
+async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
+    from bot.reply import ChatPacer, open_reply
+    from surfaces.base import ConversationKey
+
+    surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
+    texts = [_chunk_text(k, args.chunk_chars) for k in range(args.chunks)]
+    last = args.chunks - 1
+
+    async def flush(batch: list[tuple[Stream, int]]) -> None:
+        cpu = time.thread_time()
+        produced = rec.produced
+        now = time.perf_counter()
+        for stream, seq in batch:
+            produced[stream.conv][seq] = now
+        clock.cpu += time.thread_time() - cpu
+        for stream, seq in batch:  # the engine's _ChatOutput does this per chunk
+            stream.text += texts[seq]
+            stream.reply.update(stream.text)
+            if seq == last:
+                stream.done.set()
+
+    clock.flush = flush
+
+    async def converse(index: int) -> None:
+        key = ConversationKey(surface.name, f"c{index}")
+        async with open_reply(surface, key, ChatPacer(args.interval)) as reply:
+            stream = clock.add(index)
+            stream.reply = reply
+            await stream.done.wait()
+            await reply.finish(stream.text.strip("\n"))
+        rec.conversations_done += 1
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.run)
+        async with anyio.create_task_group() as conversations:
+            started = time.perf_counter()
+            for index in range(args.conversations):
+                at = started + args.ramp * index / args.conversations
+                if at > time.perf_counter():
+                    await anyio.sleep(at - time.perf_counter())
+                conversations.start_soon(converse, index)
+        tg.cancel_scope.cancel()
+    return {"agents_started": 0, "agent_cpu_s": round(clock.cpu, 3)}
+
+
+def child(side: str, args: argparse.Namespace) -> None:
+    # Imports first, so "after imports" is the floor each side starts from.
+    import bot.app
+    import bot.reply  # noqa: F401
+
+    rss_before = _peak_rss_mib()
+    rec = Recorder(args.conversations, args.chunks, args.interval)
+    clock = ChunkClock(args.chunks, args.chunk_gap, rec, seed=1)
+    loop = LoopLag()
+    gc_pauses = GcPauses()
+    gc.callbacks.append(gc_pauses)
+    phase = _engine if side == "engine" else _baseline
+    result: dict[str, Any] = {"side": side}
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(loop.run)
+            with anyio.fail_after(args.timeout):
+                result.update(await phase(args, rec, clock))
+            tg.cancel_scope.cancel()
+
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+    try:
+        anyio.run(run, backend="asyncio")
+    except TimeoutError:
+        result["error"] = f"did not finish within {args.timeout:g} s"
+    cpu, wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(f"{args.profile}.{side}")
+    chunks_total = args.conversations * args.chunks
+    result.update(
+        conversations=args.conversations,
+        conversations_done=rec.conversations_done,
+        complete=rec.complete(),
+        chunks_shown=len(rec.excess),
+        chunks_total=chunks_total,
+        excess_ms=_dist_ms(rec.excess),
+        raw_lag_ms=_dist_ms(rec.raw),
+        call_excess_ms=_dist_ms(rec.call_excess),
+        slip_ms=_dist_ms(rec.slip),
+        loop_lag_ms=_dist_ms(loop.lag),
+        excess_p99_ms_by_second=rec.excess_by_second(),
+        gc=gc_pauses.summary(),
+        clamped_negative=rec.negative,
+        most_negative_ms=round(rec.most_negative * 1000, 3),
+        surface_calls=rec.calls,
+        typing_calls=rec.typing,
+        unparsed_calls=rec.unparsed,
+        wall_s=round(wall, 3),
+        cpu_s=round(cpu, 3),
+        cpu_us_per_chunk=round(cpu / chunks_total * 1e6, 2),
+        rss_before_mib=round(rss_before, 1),
+        peak_rss_mib=round(_peak_rss_mib(), 1),
+    )
+    if "error" not in result and result["complete"] != args.conversations:
+        result["error"] = (
+            f"{result['complete']} of {args.conversations} conversations showed every chunk"
+        )
+    print(CHILD_TAG + json.dumps(result), flush=True)
+
+
+# ---- parent ------------------------------------------------------------------------------------
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_child(side: str, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        side,
+        "--conversations",
+        str(args.conversations),
+        "--chunks",
+        str(args.chunks),
+        "--interval",
+        repr(args.interval),
+        "--chunk-gap",
+        repr(args.chunk_gap),
+        "--chunk-chars",
+        str(args.chunk_chars),
+        "--ramp",
+        repr(args.ramp),
+        "--timeout",
+        f"{timeout:.3f}",
+    ]
+    if args.profile:
+        cmd += ["--profile", args.profile]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout + 20)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return {"side": side, "error": f"killed after {timeout + 20:.0f} s"}
+    except BaseException:
+        _kill_group(proc)
+        raise
+    for line in out.splitlines():
+        if line.startswith(CHILD_TAG):
+            result: dict[str, Any] = json.loads(line[len(CHILD_TAG) :])
+            return result
+    tail = (err.strip().splitlines() or ["no output"])[-1]
+    return {"side": side, "error": f"exit code {proc.returncode}: {tail}"}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def _show(result: dict[str, Any]) -> None:
+    side = result["side"]
+    if "excess_ms" not in result:
+        print(f"  {side:8}: FAILED: {result.get('error')}", flush=True)
+        return
+    ex, raw, call = result["excess_ms"], result["raw_lag_ms"], result["call_excess_ms"]
+    slip, loop = result["slip_ms"], result["loop_lag_ms"]
+    print(
+        f"  {side:8}: {result['complete']}/{result['conversations']} conversations complete,"
+        f" {result['chunks_shown']}/{result['chunks_total']} chunks shown,"
+        f" {result['surface_calls']} surface calls, wall {result['wall_s']:.1f} s",
+        flush=True,
+    )
+    print(
+        f"            lag beyond pacing: p50 {_ms(ex['p50'])}, p90 {_ms(ex['p90'])},"
+        f" p99 {_ms(ex['p99'])}, p99.9 {_ms(ex['p999'])}, max {_ms(ex['max'])}"
+    )
+    print(
+        f"            raw lag (incl. pacing): p50 {_ms(raw['p50'])}, p99 {_ms(raw['p99'])};"
+        f" per call (oldest new chunk): p50 {_ms(call['p50'])}, p99 {_ms(call['p99'])}"
+    )
+    print(
+        f"            CPU {result['cpu_s']:.2f} s ({result['cpu_us_per_chunk']:.1f} us/chunk;"
+        f" agent+clock {result['agent_cpu_s']:.2f} s), peak RSS {result['peak_rss_mib']:.1f} MiB"
+        f" (after imports {result['rss_before_mib']:.1f} MiB)"
+    )
+    print(
+        f"            chunk clock slip p99 {_ms(slip['p99'])} (max {_ms(slip['max'])});"
+        f" event-loop lag p50 {_ms(loop['p50'])}, p99 {_ms(loop['p99'])},"
+        f" max {_ms(loop['max'])}"
+    )
+    gc_stats = result["gc"]
+    print(
+        "            GC pauses: "
+        + ", ".join(
+            f"gen{g} {gc_stats[f'gen{g}']['count']}x max {gc_stats[f'gen{g}']['max_ms']:.0f} ms"
+            for g in range(3)
+        )
+        + "; lag-beyond-pacing p99 per second: "
+        + " ".join("-" if v is None else f"{v:.0f}" for v in result["excess_p99_ms_by_second"])
+    )
+    if result.get("error"):
+        print(f"            ERROR: {result['error']}; unparsed: {result.get('unparsed_calls')}")
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return round(a / b, 3)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--conversations", type=int, default=1000)
+    ap.add_argument("--chunks", type=int, default=200, help="chunks per answer")
+    ap.add_argument("--interval", type=float, default=1.0, help="surface min_edit_interval, s")
+    ap.add_argument("--chunk-gap", type=float, default=0.05, help="seconds between chunks")
+    ap.add_argument("--chunk-chars", type=int, default=20, help="characters per chunk (>= 7)")
+    ap.add_argument("--ramp", type=float, default=1.0, help="seconds over which people write")
+    ap.add_argument("--timeout", type=float, default=600.0, help="overall budget, seconds")
+    ap.add_argument("--only", choices=["engine", "baseline"], help="run one side only")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile each side into FILE.<side>")
+    ap.add_argument("--child", choices=["engine", "baseline"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.conversations < 1 or args.chunks < 1 or args.chunks > 999_999:
+        ap.error("--conversations and --chunks must be positive (chunks < 1e6)")
+    if args.chunk_chars < 7 or args.interval < 0 or args.chunk_gap < 0 or args.ramp < 0:
+        ap.error("--chunk-chars must be >= 7; times must not be negative")
+
+    if args.child:
+        child(args.child, args)
+        return 0
+
+    deadline = time.monotonic() + args.timeout
+    sides = [args.only] if args.only else ["baseline", "engine"]
+    print(
+        f"engine concurrency: {args.conversations} conversations x {args.chunks} chunks"
+        f" of {args.chunk_chars} chars every {args.chunk_gap:g} s,"
+        f" surface min_edit_interval {args.interval:g} s",
+        flush=True,
+    )
+    results: dict[str, dict[str, Any]] = {}
+    for index, side in enumerate(sides):
+        left = (deadline - time.monotonic() - 25) / (len(sides) - index)
+        if left <= 1:
+            results[side] = {"side": side, "error": "overall timeout reached"}
+        else:
+            results[side] = run_child(side, args, left)
+        _show(results[side])
+
+    engine, baseline = results.get("engine"), results.get("baseline")
+    verdict: dict[str, Any] = {}
+    ratios: dict[str, Any] = {}
+    if engine is not None and "excess_ms" in engine:
+        p99 = engine["excess_ms"]["p99"]
+        rss_mb = engine["peak_rss_mib"] * 1.048576
+        verdict = {
+            "excess_p99_ms": p99,
+            "p99_meets_target": p99 is not None and p99 <= TARGET_P99_MS,
+            "peak_rss_mb": round(rss_mb, 1),
+            "rss_meets_target": rss_mb <= TARGET_RSS_MB,
+        }
+        print(
+            f"engine targets: lag beyond pacing p99 {_ms(p99)}"
+            f" ({'meets' if verdict['p99_meets_target'] else 'MISSES'} <= {TARGET_P99_MS:g} ms);"
+            f" peak RSS {rss_mb:.1f} MB"
+            f" ({'meets' if verdict['rss_meets_target'] else 'MISSES'} <= {TARGET_RSS_MB:g} MB)"
+        )
+    if engine and baseline and "excess_ms" in engine and "excess_ms" in baseline:
+        ratios = {
+            "excess_p50": _ratio(engine["excess_ms"]["p50"], baseline["excess_ms"]["p50"]),
+            "excess_p99": _ratio(engine["excess_ms"]["p99"], baseline["excess_ms"]["p99"]),
+            "peak_rss": _ratio(engine["peak_rss_mib"], baseline["peak_rss_mib"]),
+            "rss_growth": _ratio(
+                engine["peak_rss_mib"] - engine["rss_before_mib"],
+                baseline["peak_rss_mib"] - baseline["rss_before_mib"],
+            ),
+            "cpu": _ratio(engine["cpu_s"], baseline["cpu_s"]),
+            "cpu_minus_producers": _ratio(
+                engine["cpu_s"] - engine["agent_cpu_s"], baseline["cpu_s"] - baseline["agent_cpu_s"]
+            ),
+        }
+        print(
+            "ratios engine/baseline: lag beyond pacing p50 {excess_p50}, p99 {excess_p99};"
+            " peak RSS {peak_rss} (growth over imports {rss_growth});"
+            " CPU {cpu} (without agent/clock {cpu_minus_producers})".format(**ratios)
+        )
+    failed = any("error" in r for r in results.values())
+    print(
+        json.dumps(
+            {
+                "bench": "engine_concurrency",
+                "conversations": args.conversations,
+                "chunks": args.chunks,
+                "interval": args.interval,
+                "chunk_gap": args.chunk_gap,
+                "chunk_chars": args.chunk_chars,
+                "ramp": args.ramp,
+                "targets": {"excess_p99_ms": TARGET_P99_MS, "peak_rss_mb": TARGET_RSS_MB},
+                "verdict": verdict,
+                "ratios": ratios,
+                "results": results,
+                "ok": not failed,
+            }
+        )
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
