@@ -141,24 +141,37 @@ class PromptTurn:
         echoes_errors = self.backend.name == "claude"
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
         items = inbox.items
+        handle = self.handle
+        timer: int | None = None
+
+        def arm(when: float) -> None:
+            nonlocal timer
+            if timer is not None:
+                handle.cancel_timer(timer)
+            timer = handle.call_at(when, lambda: inbox.push(("t",)))
+
+        if deadline is not None:
+            arm(deadline)
         try:
             while True:
                 if not items:
-                    limit = grace_deadline if grace_deadline is not None else deadline
-                    if limit is None:
-                        await inbox.wait()
-                    else:
-                        with anyio.move_on_after(max(0.0, limit - time.monotonic())):
-                            await inbox.wait()
-                    if not items:
-                        if grace_deadline is not None:
-                            break  # no answer to the cancel within the grace period
-                        timed_out = True
-                        await self.cancel()
-                        grace_deadline = time.monotonic() + self.cancel_grace
-                        continue
+                    await inbox.wait()
                 item = items.popleft()
                 tag = item[0]
+                if tag == "t":
+                    limit = grace_deadline if grace_deadline is not None else deadline
+                    if limit is None:
+                        continue
+                    if time.monotonic() < limit:  # moved on (time spent with a person)
+                        arm(limit)
+                        continue
+                    if grace_deadline is not None:
+                        break  # no answer to the cancel within the grace period
+                    timed_out = True
+                    await self.cancel()
+                    grace_deadline = time.monotonic() + self.cancel_grace
+                    arm(grace_deadline)
+                    continue
                 if tag == "p" and held is not None:
                     self.text_parts.append(held.text)
                     yield held
@@ -234,6 +247,8 @@ class PromptTurn:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
+            if timer is not None:
+                handle.cancel_timer(timer)
             if self._request_id is not None:
                 self.handle.forget(self._request_id)
             for pending in self.pending:

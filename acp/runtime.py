@@ -221,7 +221,7 @@ class AcpRuntime:
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 if not _signal_group(self.process.pid, sig):
                     return
-                with anyio.move_on_after(2.0):
+                with anyio.move_on_after(1.5):
                     await self._wait_group_gone()
                     return
 

@@ -16,8 +16,11 @@ Errors of this layer::
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -151,6 +154,12 @@ class SessionHandle:
         self._inboxes: dict[str, SessionInbox] = {}
         self._running: dict[Any, anyio.CancelScope] = {}
         self.dead: AcpRuntimeError | None = None
+        # Deadlines of waiting turns, served by one task: a timeout scope per awaited frame
+        # would cost more than the frame itself.
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_ids = itertools.count()
+        self._cancelled_timers: set[int] = set()
+        self._timers_changed = anyio.Event()
         self.on_request: RequestHandler = _no_handler
         self.on_notification: NotificationHandler = _ignore_notification
 
@@ -212,11 +221,40 @@ class SessionHandle:
     async def notify(self, method: str, params: Any) -> None:
         await self._write({"jsonrpc": "2.0", "method": method, "params": params})
 
+    # ---- timers ---------------------------------------------------------------------------
+    def call_at(self, when: float, callback: Callable[[], None]) -> int:
+        """Run `callback` at `when` (time.monotonic) while the connection is served."""
+        timer_id = next(self._timer_ids)
+        heapq.heappush(self._timers, (when, timer_id, callback))
+        if self._timers[0][1] == timer_id:
+            self._timers_changed.set()
+        return timer_id
+
+    def cancel_timer(self, timer_id: int) -> None:
+        self._cancelled_timers.add(timer_id)
+
+    async def _run_timers(self) -> None:
+        while True:
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, timer_id, callback = heapq.heappop(self._timers)
+                if timer_id in self._cancelled_timers:
+                    self._cancelled_timers.discard(timer_id)
+                else:
+                    callback()
+            changed = self._timers_changed = anyio.Event()
+            if self._timers:
+                with anyio.move_on_after(self._timers[0][0] - now):
+                    await changed.wait()
+            else:
+                await changed.wait()
+
     # ---- incoming -------------------------------------------------------------------------
     async def serve(self) -> None:
         """Read until the agent's stdout closes, then fail everything still waiting."""
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run_timers)
                 await self._read_loop(tg)
                 tg.cancel_scope.cancel()
         finally:

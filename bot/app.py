@@ -42,7 +42,9 @@ from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_BUDGET = 8.0  # seconds to wind down turns before they are cut
+# Stopping must finish within 10 s: turns get this long to end with their partial output, then
+# are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
+SHUTDOWN_BUDGET = 4.0
 
 
 class BotApp:
@@ -172,7 +174,13 @@ class BotApp:
     async def _status(self, runner: ChatRunner) -> str:
         session = runner.sessions.current
         backend = self.spec.backend
-        model = (session.model if session else "") or self.settings.model or "the agent's default"
+        binding = await self.store.get_binding(runner.key)
+        model = (
+            (session.model if session else "")
+            or (binding.model if binding else "")
+            or self.settings.model
+            or "the agent's default"
+        )
         lines = [
             f"Agent: {backend.name} ({shlex.join(self.spec.argv)})",
             f"Model: {model}",
@@ -257,11 +265,13 @@ class BotApp:
                     await anyio.sleep(0.05)
             for runner in running:
                 runner.hard_stop()
-            with anyio.move_on_after(2):
+            with anyio.move_on_after(1):
                 while any(runner.running for runner in running):
                     await anyio.sleep(0.05)
             if self._pool is not None:
                 await self._pool.aclose()
+            for surface in self._surfaces.values():
+                await surface.close()
 
     async def _reap_idle(self) -> None:
         while True:

@@ -50,6 +50,7 @@ class ChatPacer:
         self._clock = clock
         self._sleep = sleep
         self._last = -math.inf  # when the latest turn was handed out
+        self._previous = -math.inf
         self._not_before = -math.inf
         self._lock = anyio.Lock()  # fair: turns are handed out in the order they were asked for
 
@@ -62,7 +63,12 @@ class ChatPacer:
                 wait := max(self._last + self.min_interval, self._not_before) - self._clock()
             ) > 0:
                 await self._sleep(wait)
+            self._previous = self._last
             self._last = self._clock()
+
+    def refund(self) -> None:
+        """Give back a turn taken but not used, so the next operation need not wait for it."""
+        self._last = self._previous
 
     def penalize(self, retry_after: float) -> None:
         """Nothing happens in this chat for `retry_after` seconds (the platform said so)."""
@@ -266,11 +272,13 @@ class ReplyStream:
                     await self._pacer.wait_turn()
                     # Whatever arrived while we waited is coalesced into this one operation.
                     step = self._live_step()
-                    if step is not None and self._final is None:
-                        # Shielded: finish() waits for an operation in flight rather than losing
-                        # track of what the platform shows.
-                        with anyio.CancelScope(shield=True):
-                            await self._try_live(*step)
+                    if step is None or self._final is not None:
+                        self._pacer.refund()  # finish() may need this turn right away
+                        continue
+                    # Shielded: finish() waits for an operation in flight rather than losing
+                    # track of what the platform shows.
+                    with anyio.CancelScope(shield=True):
+                        await self._try_live(*step)
         finally:
             self._live_done.set()
 

@@ -149,6 +149,10 @@ class Surface(Protocol):
 
     async def typing(self, key: ConversationKey) -> None: ...
 
+    async def close(self) -> None:
+        """The bot is done with the surface (after the last reply was delivered)."""
+        ...
+
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         """Register (name, description) commands where the platform has a menu."""
         ...

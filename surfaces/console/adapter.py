@@ -83,6 +83,7 @@ class ConsoleSurface:
             buttons=True,
         )
         self._printed: dict[str, str] = {}
+        self._at_line_start = True
         self._last_ref = ""
         self._next_id = 0
         self._choices: list[tuple[MessageRef, Sequence[Choice]]] = []
@@ -90,12 +91,17 @@ class ConsoleSurface:
 
     # ---- output -------------------------------------------------------------------------------
     def _write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
+        if text:
+            self._out.write(text)
+            self._out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
 
     def _start_message(self) -> MessageRef:
-        if self._last_ref and not self._printed.get(self._last_ref, "\n").endswith("\n"):
-            self._write("\n")
+        self._end_line()
         self._next_id += 1
         ref = MessageRef(CONSOLE_KEY, str(self._next_id))
         self._last_ref = ref.id
@@ -154,13 +160,18 @@ class ConsoleSurface:
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         return None
 
+    async def close(self) -> None:
+        self._end_line()
+
     # ---- input --------------------------------------------------------------------------------
     def _answer_for(self, line: str) -> ChoiceAnswer | None:
         if not self._choices:
             return None
-        choice = pick_choice(line, self._choices[-1][1])
+        choices = self._choices[-1][1]
+        choice = pick_choice(line, choices)
         if choice is None:
             return None
+        self._choices.pop()  # answered: the next number belongs to the next menu
 
         async def notify(text: str) -> None:
             await self.send(CONSOLE_KEY, text + "\n")
@@ -199,8 +210,7 @@ class ConsoleSurface:
                     await _first_of(turn_done, self._choice_posted)
             for handled in sent:  # at end of input, every reply is still shown
                 await handled.wait()
-        if self._last_ref and not self._printed.get(self._last_ref, "\n").endswith("\n"):
-            self._write("\n")
+        self._end_line()
 
 
 async def _first_of(*events: anyio.Event) -> None:
