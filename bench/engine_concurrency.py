@@ -278,6 +278,9 @@ class BenchSurface:
     def command_menu(self, commands: Any) -> None:
         return None
 
+    async def close(self) -> None:
+        return None
+
 
 # ---- the chunk clock ---------------------------------------------------------------------------
 class Stream:

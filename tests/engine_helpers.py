@@ -150,6 +150,9 @@ class ScriptedSurface:
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         self.commands = list(commands)
 
+    async def close(self) -> None:
+        return None
+
     # ---- what people do -----------------------------------------------------------------------
     def post(self, event: Inbound | ChoiceAnswer) -> anyio.Event:
         """Hand `event` to the bot. Returns an event that is set when the bot is done with it: for

@@ -113,6 +113,9 @@ class RecordingSurface:
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         return None
 
+    async def close(self) -> None:
+        return None
+
     async def run(
         self,
         on_event: OnEvent,
