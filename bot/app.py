@@ -26,7 +26,6 @@ from bot.commands import (
     HELP,
     MODEL,
     NEW,
-    PREFIXES,
     STATUS,
     STOP,
     ParsedCommand,
@@ -140,7 +139,7 @@ class BotApp:
             await self.approvals.answer(event)
             return
         runner = self.runner(surface, event.key)
-        parsed = parse_command(event.key.surface, event.text)
+        parsed = parse_command(surface.capabilities.command_prefixes, event.text)
         if parsed is not None and parsed.command is not COMPACT:
             try:
                 await self._command(runner, parsed, event)
@@ -154,7 +153,9 @@ class BotApp:
         command = parsed.command
         try:
             if command is HELP:
-                await runner.say(help_text(event.key.surface, runner.agent_commands))
+                await runner.say(
+                    help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
+                )
             elif command is STOP:
                 stopped = await runner.stop()
                 await runner.say("Stopping." if stopped else "Nothing is running.")
@@ -209,7 +210,7 @@ class BotApp:
             if not session.models:
                 return f"The agent does not list its models. Current: {session.model or 'default'}."
             shown = [f"{m} (current)" if m == session.model else m for m in session.models]
-            prefix = PREFIXES.get(runner.key.surface, ("/",))[0]
+            prefix = runner.surface.capabilities.command_prefixes[0]
             return "Models: " + ", ".join(shown) + f"\nSwitch with {prefix}model ID."
         if session.models and wanted not in session.models:
             return f"The agent does not offer {wanted!r}. Models: " + ", ".join(session.models)

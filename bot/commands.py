@@ -1,5 +1,7 @@
-"""The one command table. Each surface declares its spellings (prefixes); help text and platform
-command menus are generated from the table. Anything else that starts with a prefix is passed to
+"""The one command table. Each surface declares its spellings (`command_prefixes` in its
+capabilities; Slack and Discord add "!", since slash commands do not reach bots in Slack threads
+and a bare "/" opens Discord's picker); help text and platform command menus are generated from
+the table. Anything else that starts with a prefix is passed to
 the agent as prompt text, so agent-side slash commands keep working."""
 
 from __future__ import annotations
@@ -26,14 +28,6 @@ HELP = Command("help", "this list")
 COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, HELP)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
-# Slash commands typed in Slack threads never reach apps and a bare "/" opens Discord's picker,
-# so those surfaces also take "!".
-PREFIXES: dict[str, tuple[str, ...]] = {
-    "console": ("/",),
-    "telegram": ("/",),
-    "slack": ("/", "!"),
-    "discord": ("/", "!"),
-}
 _RE_COMMAND = re.compile(r"^([a-z][a-z0-9_-]*)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)
 
 
@@ -43,10 +37,10 @@ class ParsedCommand:
     args: str
 
 
-def parse_command(surface: str, text: str) -> ParsedCommand | None:
+def parse_command(prefixes: Sequence[str], text: str) -> ParsedCommand | None:
     """Our command, or None (plain text, or another slash command for the agent)."""
     stripped = text.strip()
-    for prefix in PREFIXES.get(surface, ("/",)):
+    for prefix in prefixes:
         if stripped.startswith(prefix):
             match = _RE_COMMAND.match(stripped[len(prefix) :])
             if match is None:
@@ -58,14 +52,14 @@ def parse_command(surface: str, text: str) -> ParsedCommand | None:
     return None
 
 
-def help_text(surface: str, agent_commands: Sequence[str] = ()) -> str:
-    prefix = PREFIXES.get(surface, ("/",))[0]
+def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> str:
+    prefix = prefixes[0] if prefixes else "/"
     lines = ["Commands:"]
     for command in COMMANDS:
         args = f" {command.args}" if command.args else ""
         lines.append(f"{prefix}{command.name}{args} — {command.summary}")
-    if len(PREFIXES.get(surface, ())) > 1:
-        others = " or ".join(PREFIXES[surface][1:])
+    if len(prefixes) > 1:
+        others = " or ".join(prefixes[1:])
         lines.append(f"(each also works with {others} instead of {prefix})")
     extra = [name for name in agent_commands if name not in _BY_NAME]
     if extra:

@@ -100,6 +100,8 @@ class SurfaceCapabilities:
     drafts: bool = False  # ephemeral live previews (`preview`); the final is sent as messages
     buttons: bool = True
     threads: bool = False
+    # How people type the bot's commands here; the first is the one shown in help.
+    command_prefixes: tuple[str, ...] = ("/",)
 
 
 # Returns once the event is accepted (queued, or answered), not when the reply is done: call it

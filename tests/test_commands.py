@@ -1,0 +1,39 @@
+"""The command table: parsing per surface spelling, and help generated from the table."""
+
+from __future__ import annotations
+
+from bot.commands import COMMANDS, MODEL, NEW, STATUS, command_menu, help_text, parse_command
+
+
+def test_a_slash_command_is_parsed_with_its_arguments() -> None:
+    parsed = parse_command(("/",), "  /model claude-sonnet-4  ")
+    assert parsed is not None and parsed.command is MODEL and parsed.args == "claude-sonnet-4"
+
+
+def test_a_group_command_addressed_to_the_bot_by_name_is_recognised() -> None:
+    parsed = parse_command(("/",), "/status@switchboard_bot")
+    assert parsed is not None and parsed.command is STATUS
+
+
+def test_a_bang_command_counts_only_where_the_surface_spells_commands_that_way() -> None:
+    assert parse_command(("/",), "!new") is None
+    parsed = parse_command(("/", "!"), "!new")
+    assert parsed is not None and parsed.command is NEW
+
+
+def test_unknown_commands_and_plain_text_are_left_for_the_agent() -> None:
+    assert parse_command(("/",), "/context") is None
+    assert parse_command(("/",), "please /new the file") is None
+    assert parse_command(("/",), "/") is None
+
+
+def test_help_lists_every_command_in_the_surfaces_first_spelling_and_the_agents_own() -> None:
+    text = help_text(("!", "/"), agent_commands=("context", "new"))
+    for command in COMMANDS:
+        assert f"!{command.name}" in text
+    agents_line = next(line for line in text.splitlines() if "agent also understands" in line)
+    assert "/context" in agents_line and "new" not in agents_line  # ours are not repeated
+
+
+def test_the_menu_has_one_entry_per_command() -> None:
+    assert [name for name, _ in command_menu()] == [command.name for command in COMMANDS]
