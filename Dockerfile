@@ -23,4 +23,4 @@ USER switchboard
 WORKDIR /work
 ENV SWITCHBOARD_STATE=/home/switchboard/state/state.db
 ENTRYPOINT ["switchboard"]
-CMD ["--help"]
+CMD ["run"]
