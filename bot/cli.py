@@ -32,6 +32,7 @@ from bot.surface_registry import configured_surfaces, how_to_enable
 from config import ConfigError, Settings, load_settings
 from surfaces import console
 from surfaces.base import Surface
+from surfaces.errors import SurfaceError
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         if isinstance(leaf, SystemExit):
             raise
-        if isinstance(leaf, AcpError | AcpRuntimeError | ConfigError | StoreError):
+        if isinstance(leaf, AcpError | AcpRuntimeError | ConfigError | StoreError | SurfaceError):
             _say(str(leaf))
         else:
             log.debug("internal error", exc_info=leaf)

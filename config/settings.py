@@ -88,14 +88,31 @@ class TelegramSettings(SurfaceAccess):
 
 class SlackSettings(SurfaceAccess):
     bot_token: str = ""
-    app_token: str = ""
+    app_token: str = ""  # Socket Mode; without it, HTTP mode needs signing_secret
     signing_secret: str = ""
-    port: int = Field(default=3000, ge=1, le=65535)
-    api_url: str = ""
+    port: int = Field(default=3000, ge=1, le=65535)  # HTTP mode
+    listen: str = "0.0.0.0"  # HTTP mode
+    api_url: str = ""  # the Web API base (tests, GovSlack); default slack.com/api/
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> SlackSettings:
+        if self.bot_token and not (self.app_token or self.signing_secret):
+            raise ValueError(
+                "Slack needs SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
+                "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode) with the bot token"
+            )
+        return self
 
 
 class DiscordSettings(SurfaceAccess):
     token: str = ""
+    allowed_guilds: UserIds = []  # empty: any guild the bot is in (users are still checked)
+    allowed_channels: UserIds = []  # empty: any channel of an allowed guild
+    shard_count: int = Field(default=0, ge=0)  # 0: one connection; N: shard with N shards
+    api_url: str = ""  # REST base (tests); default discord.com/api/v10
+    gateway_url: str = ""  # gateway websocket (tests); default from discord.py
+
+    _split_places = field_validator("allowed_guilds", "allowed_channels", mode="before")(_split_ids)
 
 
 def _default_state_path() -> str:

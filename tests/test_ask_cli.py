@@ -336,6 +336,7 @@ def test_platform_tokens_do_not_reach_the_agent(run_cli, fake_agent, tmp_path):
         env={
             "SWITCHBOARD_TELEGRAM__TOKEN": "123456:secret",
             "SWITCHBOARD_SLACK__BOT_TOKEN": "xoxb-1",
+            "SWITCHBOARD_SLACK__APP_TOKEN": "xapp-1",
             "KEEP_ME": "yes",
         },
     )
@@ -343,6 +344,7 @@ def test_platform_tokens_do_not_reach_the_agent(run_cli, fake_agent, tmp_path):
     seen = json.loads(dump.read_text())
     assert seen["KEEP_ME"] == "yes"
     assert "SWITCHBOARD_TELEGRAM__TOKEN" not in seen and "SWITCHBOARD_SLACK__BOT_TOKEN" not in seen
+    assert "SWITCHBOARD_SLACK__APP_TOKEN" not in seen
 
 
 def test_interrupting_ask_exits_130_and_leaves_no_agent_process(cli_env, fake_agent, tmp_path):

@@ -74,7 +74,7 @@ def test_the_json_file_named_by_switchboard_config_is_read_with_nested_objects(
             "agent": "codex",
             "model": "gpt-b",
             "retry": {"transient_retries": 1, "base_delay": 0.25},
-            "slack": {"bot_token": "xoxb-file", "port": 4000},
+            "slack": {"bot_token": "xoxb-file", "signing_secret": "s3cret", "port": 4000},
         }
     )
     settings = load_settings()
@@ -207,3 +207,10 @@ def test_a_nested_setting_given_as_text_that_is_not_json_is_a_config_error_namin
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert caught.value.setting == name
+
+
+def test_a_slack_bot_token_without_a_mode_is_a_config_error_naming_slack(monkeypatch):
+    monkeypatch.setenv("SWITCHBOARD_SLACK__BOT_TOKEN", "xoxb-1")
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert "SWITCHBOARD_SLACK" in str(raised.value) and "APP_TOKEN" in str(raised.value)

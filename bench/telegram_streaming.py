@@ -1,0 +1,518 @@
+#!/usr/bin/env python3
+"""Streaming replies to many Telegram DMs at once, against a Bot API that enforces flood limits.
+
+    python bench/telegram_streaming.py [--conversations 200] [--chars 6000] [--chunk-chars 100]
+                                       [--chunk-gap 0.25] [--rate-interval 1.0] [--timeout 300]
+
+N people each DM the bot at the same moment; the agent answers each with a reply of `--chars`
+characters, streamed in chunks of `--chunk-chars` every `--chunk-gap` seconds. Everything real
+but the two ends: BotApp (access, de-duplication, ChatRunner, ReplyStream and its pacing, the
+SQLite store) and the Telegram surface with its production pacing (`create_surface` defaults),
+driving the real python-telegram-bot over HTTP to the fake Bot API of tests/fakes/telegram_api.py.
+The fake runs in its own thread and event loop (so its clock is not held up by the bot's loop)
+and answers 429 with `retry_after` to any second message-producing call (sendMessage,
+sendMessageDraft, editMessageText, editMessageReplyMarkup) in one chat within `--rate-interval`
+seconds of the previous accepted one. Chat actions (typing) are not messages and are not
+limited. The agent is an in-process ACP agent (coroutines speaking NDJSON JSON-RPC over memory
+streams to the real AcpRuntime/AcpClient), plugged in through `BotApp(..., opener=...)`: one
+agent, one session per conversation, as with a real agent.
+
+Reported: API calls per reply (all, and by method), 429s received (target 0), time from the
+agent's first chunk to the first visible text in the chat (a draft or message arriving at the
+fake) p50/p99, and time from the first chunk to the whole reply delivered. Each reply's visible
+text is checked against what the agent said. The work runs in a child process bounded by
+`--timeout`; human lines, then one JSON line; exit status 0 whatever the figures."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+import anyio.abc  # noqa: E402
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream  # noqa: E402
+
+FIRST_USER = 100_000
+MESSAGE_METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
+
+
+# ---- the reply each conversation gets ------------------------------------------------------------
+def reply_text(conv: int, chars: int) -> str:
+    """Plain prose (no Markdown marks, so what people see is what the agent said), paragraphs of
+    numbered words, ending in a marker naming the conversation."""
+    words, size, n = [], 0, 0
+    end = f"END-{conv}."
+    while size < chars - len(end) - 1:
+        word = f"w{n}"
+        sep = "\n\n" if n and n % 80 == 0 else " "
+        words.append((sep if words else "") + word)
+        size += len(words[-1])
+        n += 1
+    return "".join(words) + " " + end
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# ---- an in-process ACP agent ---------------------------------------------------------------------
+class _Send(anyio.abc.ByteSendStream):
+    def __init__(self, items: MemoryObjectSendStream[bytes]) -> None:
+        self._items = items
+
+    async def send(self, item: bytes) -> None:
+        await self._items.send(item)
+
+    async def send_eof(self) -> None:
+        await self._items.aclose()
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+class _Receive(anyio.abc.ByteReceiveStream):
+    def __init__(self, items: MemoryObjectReceiveStream[bytes]) -> None:
+        self._items = items
+        self._rest = b""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = self._rest or await self._items.receive()
+        self._rest = data[max_bytes:]
+        return data[:max_bytes]
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+def _pipe() -> tuple[_Send, _Receive]:
+    send, receive = anyio.create_memory_object_stream[bytes](10_000)
+    return _Send(send), _Receive(receive)
+
+
+class _Process(anyio.abc.Process):
+    """What AcpRuntime needs of a process, backed by coroutines (pid -1: no real process)."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self._code: int | None = None
+        self.exited = anyio.Event()
+        self._stdin, self.agent_in = _pipe()
+        self.agent_out, self._stdout = _pipe()
+        self.agent_err, self._stderr = _pipe()
+
+    def set_exited(self, code: int) -> None:
+        self._code = code
+        self.exited.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        return self._code or 0
+
+    def terminate(self) -> None:
+        self._stop()
+
+    def kill(self) -> None:
+        self._stop()
+
+    def send_signal(self, signal: signal.Signals) -> None:
+        self._stop()
+
+    @property
+    def pid(self) -> int:
+        return -1
+
+    @property
+    def returncode(self) -> int | None:
+        return self._code
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream:
+        return self._stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream:
+        return self._stderr
+
+    async def aclose(self) -> None:
+        self._stop()
+        await self.exited.wait()
+
+
+class StreamingAgent:
+    """initialize, session/new, session/prompt (the conversation's reply in timed chunks, then
+    end_turn), session/cancel. The prompt names the conversation: "conversation 17"."""
+
+    def __init__(self, chars: int, chunk_chars: int, gap: float, first_chunk: dict[int, float]):
+        self.chars = chars
+        self.chunk_chars = chunk_chars
+        self.gap = gap
+        self.first_chunk = first_chunk
+        self.scope = anyio.CancelScope()
+        self.process = _Process(self.scope.cancel)
+        self._sessions = itertools.count()
+        self._cancelled: set[str] = set()
+
+    async def _write(self, frame: dict[str, Any]) -> None:
+        await self.process.agent_out.send(json.dumps(frame).encode() + b"\n")
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                async with anyio.create_task_group() as tg:
+                    buffer = b""
+                    while True:
+                        try:
+                            data = await self.process.agent_in.receive()
+                        except (anyio.EndOfStream, anyio.ClosedResourceError):
+                            break
+                        *lines, buffer = (buffer + data).split(b"\n")
+                        for line in lines:
+                            if line.strip():
+                                await self._handle(json.loads(line), tg)
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.process.agent_out.aclose()
+                await self.process.agent_err.aclose()
+            self.process.set_exited(0)
+
+    async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
+        method, rid, params = frame.get("method"), frame.get("id"), frame.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", 1),
+                "agentCapabilities": {"loadSession": False},
+                "agentInfo": {"name": "bench-agent", "version": "0"},
+                "authMethods": [],
+            }
+            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "session/new":
+            session = f"s{next(self._sessions)}"
+            await self._write({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": session}})
+        elif method == "session/prompt":
+            tg.start_soon(self._answer, rid, params)
+        elif method == "session/cancel":
+            self._cancelled.add(params.get("sessionId", ""))
+        elif rid is not None and method is not None:
+            error = {"code": -32601, "message": "Method not found"}
+            await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
+
+    async def _answer(self, rid: Any, params: dict[str, Any]) -> None:
+        session = params["sessionId"]
+        conv = int(params["prompt"][0]["text"].split()[-1])
+        text = reply_text(conv, self.chars)
+        start = time.perf_counter()
+        for index, chunk in enumerate(chunks_of(text, self.chunk_chars)):
+            delay = start + index * self.gap - time.perf_counter()
+            if delay > 0:
+                await anyio.sleep(delay)
+            if session in self._cancelled:
+                break
+            if index == 0:
+                self.first_chunk[conv] = time.perf_counter()
+            update = {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": chunk},
+            }
+            await self._write(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": session, "update": update},
+                }
+            )
+        stop = "cancelled" if session in self._cancelled else "end_turn"
+        await self._write({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+
+def agent_opener(agent_args: tuple[int, int, float], first_chunk: dict[int, float]) -> Any:
+    from acp.runtime import AcpRuntime, RuntimeSpec
+
+    @asynccontextmanager
+    async def open_in_process(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+        agent = StreamingAgent(*agent_args, first_chunk)
+        runtime = AcpRuntime(spec, agent.process)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.run)
+            tg.start_soon(runtime._drain_stderr)
+            tg.start_soon(runtime.handle.serve)
+            try:
+                yield runtime
+            except Exception as exc:  # re-raised outside the task group, unwrapped
+                failure = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await agent.process.stdin.aclose()
+                    with anyio.move_on_after(2.0):
+                        await agent.process.wait()
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    return open_in_process
+
+
+# ---- the fake Bot API in its own thread ----------------------------------------------------------
+class FakeInThread:
+    def __init__(self, rate_interval: float) -> None:
+        from tests.fakes.telegram_api import FakeBotApi
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-bot-api")
+        self.thread.daemon = True
+        self.thread.start()
+        self.api = FakeBotApi(rate_interval=rate_interval)
+        asyncio.run_coroutine_threadsafe(self.api.start(), self.loop).result(10)
+
+    async def call(self, func: Callable[[], Any]) -> Any:
+        """Run `func` on the fake's loop (it owns the fake's state) and return its result."""
+
+        async def run() -> Any:
+            return func()
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self.loop))
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.api.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+# ---- the child: one run ------------------------------------------------------------------------
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
+    from bot.access import AccessPolicy
+    from bot.app import BotApp
+    from bot.store import open_store
+    from config import load_settings
+    from surfaces.telegram import create_surface
+
+    users = [FIRST_USER + conv for conv in range(args.conversations)]
+    first_chunk: dict[int, float] = {}
+    with tempfile.TemporaryDirectory(prefix="telegram-streaming-") as tmp:
+        settings = load_settings(
+            agent="kiro",
+            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
+            workspace=Path(tmp),
+            state=str(Path(tmp) / "state.db"),
+            prompt_timeout=args.timeout,
+            telegram={
+                "token": fake.api.token,
+                "api_url": fake.api.url,
+                "allowed_users": [str(user) for user in users],
+            },
+        )
+        surface = create_surface(settings)  # production pacing, unless asked otherwise
+        if args.min_edit_interval is not None:
+            surface.capabilities = replace(
+                surface.capabilities, min_edit_interval=args.min_edit_interval
+            )
+        store = open_store(settings.state)
+        agent = (args.chars, args.chunk_chars, args.chunk_gap)
+        app = BotApp(
+            settings,
+            store,
+            AccessPolicy.from_settings(settings),
+            opener=agent_opener(agent, first_chunk),
+        )
+        stop = anyio.Event()
+        expected = {user: reply_text(conv, args.chars).split() for conv, user in enumerate(users)}
+        done: set[int] = set()
+        started = time.perf_counter()
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                    await app.serve([surface], stop, task_status=task_status)
+
+                await tg.start(serve)
+                from tests.fakes.telegram_api import User
+
+                def inject() -> None:
+                    for conv, user in enumerate(users):
+                        fake.api.dm(User(user, f"User {conv}"), f"conversation {conv}")
+
+                await fake.call(inject)
+                injected = time.perf_counter()
+                with anyio.move_on_after(args.timeout):
+                    while len(done) < len(users):
+                        await anyio.sleep(0.5)
+                        texts = await fake.call(
+                            lambda: {
+                                user: fake.api.chat_text(user) for user in users if user not in done
+                            }
+                        )
+                        done.update(
+                            user
+                            for user, text in texts.items()
+                            if text.endswith(f"END-{user - FIRST_USER}.")
+                        )
+                finished = time.perf_counter()
+                stop.set()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+
+    calls = await fake.call(lambda: [(c.method, c.chat_id, c.at, c.status) for c in fake.api.calls])
+    texts = await fake.call(lambda: {user: fake.api.chat_text(user) for user in users})
+    per_chat: dict[int, list[tuple[str, float, int]]] = {user: [] for user in users}
+    for method, chat, at, status in calls:
+        if chat in per_chat:
+            per_chat[chat].append((method, at, status))
+    first_visible, whole = [], []
+    by_method: dict[str, int] = {}
+    for conv, user in enumerate(users):
+        chat_calls = per_chat[user]
+        for method, _, _ in chat_calls:
+            by_method[method] = by_method.get(method, 0) + 1
+        shown = [
+            at for method, at, status in chat_calls if method in MESSAGE_METHODS and status == 200
+        ]
+        finals = [
+            at for method, at, status in chat_calls if method == "sendMessage" and status == 200
+        ]
+        if conv in first_chunk and shown:
+            first_visible.append(shown[0] - first_chunk[conv])
+        if conv in first_chunk and finals and user in done:
+            whole.append(finals[-1] - first_chunk[conv])
+    complete = sum(1 for user in users if texts[user].split() == expected[user])
+    replies = len(users)
+    message_calls = sum(by_method.get(method, 0) for method in MESSAGE_METHODS)
+    limited = sum(1 for _, chat, _, status in calls if status == 429 and chat in per_chat)
+    ms = lambda value: None if value is None else round(value * 1000, 1)  # noqa: E731
+    return {
+        "conversations": replies,
+        "reply_chars": args.chars,
+        "chunk_chars": args.chunk_chars,
+        "chunk_gap_s": args.chunk_gap,
+        "rate_interval_s": args.rate_interval,
+        "min_edit_interval_s": surface.capabilities.min_edit_interval,
+        "replies_complete": complete,
+        "api_calls_per_reply": round(sum(by_method.values()) / replies, 2),
+        "message_calls_per_reply": round(message_calls / replies, 2),
+        "calls_by_method": dict(sorted(by_method.items())),
+        "http_429": limited,
+        "first_visible_ms": {
+            "p50": ms(_percentile(first_visible, 0.5)),
+            "p99": ms(_percentile(first_visible, 0.99)),
+            "max": ms(max(first_visible, default=None)),
+        },
+        "whole_reply_s": {
+            "p50": round(_percentile(whole, 0.5) or 0, 2),
+            "p99": round(_percentile(whole, 0.99) or 0, 2),
+        },
+        "streaming_s": round(math.ceil(args.chars / args.chunk_chars) * args.chunk_gap, 2),
+        "inject_to_all_done_s": round(finished - injected, 2),
+        "wall_s": round(finished - started, 2),
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    fake = FakeInThread(args.rate_interval)
+    try:
+        result = anyio.run(_run, args, fake, backend="asyncio")
+    finally:
+        fake.close()
+    print(json.dumps(result), flush=True)
+
+
+# ---- the parent ----------------------------------------------------------------------------------
+def _show(result: dict[str, Any]) -> None:
+    first, whole = result["first_visible_ms"], result["whole_reply_s"]
+    print(
+        f"{result['conversations']} DM conversations, {result['reply_chars']} characters each "
+        f"({result['chunk_chars']} every {result['chunk_gap_s']} s: "
+        f"{result['streaming_s']} s of streaming), fake Bot API allowing one message call per "
+        f"{result['rate_interval_s']} s per chat"
+    )
+    print(
+        f"  replies complete and exact:    {result['replies_complete']}/{result['conversations']}"
+    )
+    print(
+        f"  API calls per reply:           {result['api_calls_per_reply']} "
+        f"({result['message_calls_per_reply']} message calls) {result['calls_by_method']}"
+    )
+    print(f"  429s received:                 {result['http_429']} (target 0)")
+    print(
+        f"  first chunk -> first visible:  p50 {first['p50']} ms, p99 {first['p99']} ms, "
+        f"max {first['max']} ms"
+    )
+    print(f"  first chunk -> whole reply:    p50 {whole['p50']} s, p99 {whole['p99']} s")
+    print(f"  all replies done after:        {result['inject_to_all_done_s']} s")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--chars", type=int, default=6000)
+    parser.add_argument("--chunk-chars", type=int, default=100)
+    parser.add_argument("--chunk-gap", type=float, default=0.25)
+    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--min-edit-interval", type=float, help="override the surface's pacing (seconds per chat)"
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", *argv]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
+    )
+    try:
+        out, _ = proc.communicate(timeout=args.timeout + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        result: dict[str, Any] = {"ok": False, "error": f"timed out after {args.timeout + 60} s"}
+        print("the benchmark did not finish in time")
+        print(json.dumps(result))
+        return 0
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        result = {"ok": False, "error": f"child exited {proc.returncode}"}
+        print("the benchmark failed; see stderr")
+    else:
+        result = {"ok": True, **json.loads(lines[-1])}
+        _show(result)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,376 @@
+"""Pure conversions for Telegram: update payloads (the Bot API's JSON, as dicts) -> what a person
+did, Markdown -> the HTML subset Telegram accepts, and that HTML -> plain text for the fallback.
+
+Who may reach the bot is decided in two places: the bot's allowlist of users (not here), and
+group gating (here): in groups the bot listens only in allowlisted chats, and only to messages
+addressed to it — a mention, a reply to one of its messages, or a command (bare if it is one of
+ours, or `/cmd@botname`)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from surfaces.base import ConversationKey, Inbound, UserRef
+
+SURFACE = "telegram"
+MAX_CALLBACK_DATA = 64  # bytes (Bot API)
+_LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
+_RE_COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]+))?(?=\s|$)")
+_RE_LANGUAGE = re.compile(r"[^\w+#.-]")
+
+
+# ---- who and where --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupGate:
+    """Where the bot listens outside private chats, and which bare commands are its own."""
+
+    allowed_chats: frozenset[str]
+    commands: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Press:
+    """A button press, before the adapter wires its answer."""
+
+    key: ConversationKey
+    user: UserRef
+    data: str
+    event_id: str
+    query_id: str
+    message_id: int
+
+
+def is_private(key: ConversationKey) -> bool:
+    """Private chats have positive ids (the user's id); groups and channels negative ones."""
+    return not key.chat.startswith("-")
+
+
+def chat_and_thread(key: ConversationKey) -> tuple[int, int | None]:
+    return int(key.chat), (int(key.thread) if key.thread else None)
+
+
+def user_ref(user: Mapping[str, Any]) -> UserRef:
+    name = " ".join(str(user[part]) for part in ("first_name", "last_name") if user.get(part))
+    return UserRef(str(user["id"]), name or str(user.get("username") or ""))
+
+
+def conversation_key(message: Mapping[str, Any]) -> ConversationKey:
+    """The private chat, or the (group, forum topic) pair; "" outside topics."""
+    chat = message["chat"]
+    thread = message.get("message_thread_id")
+    topic = str(thread) if thread and message.get("is_topic_message") else ""
+    return ConversationKey(SURFACE, str(chat["id"]), topic)
+
+
+def inbound_from_update(
+    update: Mapping[str, Any], me: BotIdentity, gate: GroupGate
+) -> Inbound | None:
+    """The message an update carries, if the bot should see it; None to ignore it."""
+    message = update.get("message")
+    if not isinstance(message, Mapping):
+        return None  # edits, channel posts, membership changes: not for us
+    sender = message.get("from")
+    text = message.get("text") or message.get("caption") or ""
+    if not isinstance(sender, Mapping) or sender.get("is_bot") or not text.strip():
+        return None
+    chat = message["chat"]
+    if chat.get("type") == "private":
+        text = strip_mention(text, me.username)
+    elif chat.get("type") in ("group", "supergroup"):
+        if str(chat["id"]) not in gate.allowed_chats or not is_addressed(message, me, gate):
+            return None
+        text = strip_mention(text, me.username)
+    else:
+        return None
+    if not text:
+        return None
+    return Inbound(
+        conversation_key(message),
+        user_ref(sender),
+        text,
+        str(update["update_id"]),
+        reply_to_bot=True,
+    )
+
+
+def is_addressed(message: Mapping[str, Any], me: BotIdentity, gate: GroupGate) -> bool:
+    """In a group: a command for us, a mention of us, or a reply to one of our messages."""
+    text = message.get("text") or message.get("caption") or ""
+    command = _RE_COMMAND.match(text)
+    if command is not None:
+        target = command.group(2)
+        if target is not None:
+            return target.lower() == me.username.lower()
+        if command.group(1).lower() in gate.commands:
+            return True
+    if mentions(text, me.username):
+        return True
+    entities = message.get("entities") or message.get("caption_entities") or ()
+    for entity in entities:
+        if entity.get("type") == "text_mention" and (entity.get("user") or {}).get("id") == me.id:
+            return True
+    replied = message.get("reply_to_message")
+    if not isinstance(replied, Mapping) or (replied.get("from") or {}).get("id") != me.id:
+        return False
+    # In a forum topic every message "replies" to the topic's first message: that is no reply.
+    topic_root = message.get("is_topic_message") and (
+        replied.get("forum_topic_created")
+        or replied.get("message_id") == message.get("message_thread_id")
+    )
+    return not topic_root
+
+
+def _mention_pattern(username: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w@/])@{re.escape(username)}(?!\w)", re.IGNORECASE)
+
+
+def mentions(text: str, username: str) -> bool:
+    return bool(username) and _mention_pattern(username).search(text) is not None
+
+
+def strip_mention(text: str, username: str) -> str:
+    """Drop "@botname" (and "/cmd@botname" -> "/cmd"); what remains is what the person asked."""
+    if not username:
+        return text.strip()
+    command = _RE_COMMAND.match(text)
+    if command is not None and (command.group(2) or "").lower() == username.lower():
+        text = f"/{command.group(1)}{text[command.end() :]}"
+    text = _mention_pattern(username).sub("", text)
+    text = re.sub(r"^[\s,:;]+", "", text)  # "@bot, do this" -> "do this"
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+def press_from_update(update: Mapping[str, Any], gate: GroupGate) -> Press | None:
+    query = update.get("callback_query")
+    if not isinstance(query, Mapping) or not isinstance(query.get("message"), Mapping):
+        return None
+    message = query["message"]
+    if (
+        message.get("chat", {}).get("type") != "private"
+        and str(message["chat"]["id"]) not in gate.allowed_chats
+    ):
+        return None
+    return Press(
+        conversation_key(message),
+        user_ref(query["from"]),
+        str(query.get("data") or ""),
+        str(update["update_id"]),
+        str(query["id"]),
+        int(message["message_id"]),
+    )
+
+
+def command_menu(commands: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(name, description) pairs Telegram accepts: 1-32 of a-z 0-9 _, 1-256 characters."""
+    menu = []
+    for name, description in commands:
+        name = name.lower()
+        if re.fullmatch(r"[a-z0-9_]{1,32}", name) and description.strip():
+            menu.append((name, description.strip()[:256]))
+    return menu[:100]
+
+
+def choice_rows(labels: Sequence[str]) -> list[list[int]]:
+    """Indices of buttons per keyboard row: one row if the labels are short, else one each."""
+    if sum(len(label) for label in labels) <= 30 and len(labels) <= 4:
+        return [list(range(len(labels)))]
+    return [[index] for index in range(len(labels))]
+
+
+def fits_callback_data(token: str) -> bool:
+    return 0 < len(token.encode("utf-8")) <= MAX_CALLBACK_DATA
+
+
+# ---- Markdown -> Telegram HTML ----------------------------------------------------------------
+_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _attribute(text: str) -> str:
+    return escape(text).replace('"', "&quot;")
+
+
+def markdown_to_html(markdown: str) -> str:
+    """Model Markdown -> Telegram's HTML subset (b, i, s, code, pre, a, blockquote), tags always
+    balanced; headings become bold lines, lists bullets or numbers, tables aligned text."""
+    renderer = _HtmlRenderer()
+    renderer.blocks(_PARSER.parse(markdown))
+    return "".join(renderer.out).strip("\n")
+
+
+def html_to_plain(text: str) -> str:
+    """The fallback when Telegram rejects the markup: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]*>", "", text))
+
+
+class _HtmlRenderer:
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.lists: list[list[Any]] = []  # [ordered, next number] per open list
+        self.quotes = 0
+        self.fresh = True  # a block may start here without a separator
+
+    def _open_block(self) -> None:
+        if not self.fresh:
+            self.out.append("\n" if self.lists else "\n\n")
+        self.fresh = False
+
+    def blocks(self, tokens: Sequence[Token]) -> None:
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            kind = token.type
+            if kind in ("paragraph_open", "html_block"):
+                self._open_block()
+                if kind == "html_block":
+                    self.out.append(escape(token.content.rstrip("\n")))
+            elif kind == "heading_open":
+                self._open_block()
+                self.out.append("<b>")
+            elif kind == "heading_close":
+                self.out.append("</b>")
+            elif kind == "inline":
+                self.inline(token.children or [])
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                self._open_block()
+                self.fresh = True
+                start = token.attrGet("start")
+                self.lists.append([kind == "ordered_list_open", int(start) if start else 1])
+            elif kind in ("bullet_list_close", "ordered_list_close"):
+                self.lists.pop()
+            elif kind == "list_item_open":
+                self._open_block()
+                ordered, number = self.lists[-1]
+                indent = "   " * (len(self.lists) - 1)
+                if ordered:
+                    self.out.append(f"{indent}{number}. ")
+                    self.lists[-1][1] = number + 1
+                else:
+                    self.out.append(indent + ("• " if len(self.lists) == 1 else "◦ "))
+                self.fresh = True
+            elif kind == "blockquote_open":
+                self._open_block()
+                if self.quotes == 0:  # Telegram does not nest quotes
+                    self.out.append("<blockquote>")
+                self.quotes += 1
+                self.fresh = True
+            elif kind == "blockquote_close":
+                self.quotes -= 1
+                if self.quotes == 0:
+                    self.out.append("</blockquote>")
+            elif kind in ("fence", "code_block"):
+                self._open_block()
+                self._code_block(token)
+            elif kind == "hr":
+                self._open_block()
+                self.out.append("──────────")
+            elif kind == "table_open":
+                index = self._table(tokens, index)
+            index += 1
+
+    def _code_block(self, token: Token) -> None:
+        code = escape(token.content.rstrip("\n"))
+        if self.quotes:  # no pre inside a quote
+            self.out.append(code)
+            return
+        language = _RE_LANGUAGE.sub("", token.info.split()[0]) if token.info.strip() else ""
+        if language:
+            self.out.append(f'<pre><code class="language-{language}">{code}</code></pre>')
+        else:
+            self.out.append(f"<pre>{code}</pre>")
+
+    def _table(self, tokens: Sequence[Token], index: int) -> int:
+        """A table as aligned columns of plain text; returns the index of table_close."""
+        rows: list[list[str]] = []
+        while tokens[index].type != "table_close":
+            token = tokens[index]
+            if token.type == "tr_open":
+                rows.append([])
+            elif token.type == "inline" and rows:
+                rows[-1].append(_plain_inline(token.children or []))
+            index += 1
+        widths = [
+            max(len(row[col]) for row in rows if col < len(row))
+            for col in range(max(map(len, rows), default=0))
+        ]
+        lines = [
+            " | ".join(cell.ljust(widths[col]) for col, cell in enumerate(row)).rstrip()
+            for row in rows
+        ]
+        if len(lines) > 1:
+            lines.insert(1, "-+-".join("-" * width for width in widths))
+        self._open_block()
+        text = escape("\n".join(lines))
+        self.out.append(text if self.quotes else f"<pre>{text}</pre>")
+        return index
+
+    def inline(self, children: Sequence[Token]) -> None:
+        links: list[bool] = []
+        for token in children:
+            kind = token.type
+            if kind == "text" or kind == "html_inline":
+                self.out.append(escape(token.content))
+            elif kind in ("softbreak", "hardbreak"):
+                self.out.append("\n")
+            elif kind == "code_inline":
+                self.out.append(f"<code>{escape(token.content)}</code>")
+            elif kind in _INLINE_TAGS:
+                self.out.append(_INLINE_TAGS[kind])
+            elif kind == "link_open":
+                href = str(token.attrGet("href") or "")
+                linked = href.lower().startswith(_LINK_SCHEMES)
+                if linked:
+                    self.out.append(f'<a href="{_attribute(href)}">')
+                links.append(linked)
+            elif kind == "link_close":
+                if links and links.pop():
+                    self.out.append("</a>")
+            elif kind == "image":
+                src = str(token.attrGet("src") or "")
+                alt = token.content or src
+                if src.lower().startswith(_LINK_SCHEMES):
+                    self.out.append(f'<a href="{_attribute(src)}">{escape(alt)}</a>')
+                else:
+                    self.out.append(escape(alt))
+            elif token.content:
+                self.out.append(escape(token.content))
+
+
+_INLINE_TAGS = {
+    "strong_open": "<b>",
+    "strong_close": "</b>",
+    "em_open": "<i>",
+    "em_close": "</i>",
+    "s_open": "<s>",
+    "s_close": "</s>",
+}
+
+
+def _plain_inline(children: Sequence[Token]) -> str:
+    parts = []
+    for token in children:
+        if token.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif token.type in ("text", "code_inline", "html_inline", "image"):
+            parts.append(token.content)
+    return "".join(parts).strip()
+
+
+def ids_in(values: Collection[str]) -> frozenset[str]:
+    return frozenset(value.strip() for value in values if value.strip())

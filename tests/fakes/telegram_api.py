@@ -1,0 +1,676 @@
+"""A fake Telegram Bot API on 127.0.0.1 for the real python-telegram-bot to talk to.
+
+    async with FakeBotApi() as api:          # api.url -> ApplicationBuilder().base_url(url + "/bot")
+        api.add_group(-100123, forum=True)
+        api.dm(alice, "hello")               # an update for getUpdates (or the webhook)
+        ...
+        api.calls_to("sendMessage", chat_id=alice.id)
+
+`POST /bot<TOKEN>/<method>` with form-encoded (what PTB sends: strings, numbers and booleans as
+text, objects as JSON text), multipart or JSON bodies. Answers `{"ok":true,"result":...}` with
+full objects PTB parses, or `{"ok":false,"error_code","description","parameters"?}` with the same
+HTTP status. Every call is recorded (`calls`), including the rejected ones.
+
+Reproduced behaviour: long-poll `getUpdates` (`timeout`, `offset` confirms, released at once on
+`close()`), 409 while a webhook is set; `sendMessage`/`editMessageText` check HTML (`can't parse
+entities`), the 4096 UTF-16 limit after entity parsing (`message is too long`), and identical
+edits (`message is not modified`); `sendMessageDraft` only in private chats; callback queries
+answered once. Failures on demand: `fail_next(method, code, ...)` for the next N calls, users who
+blocked the bot (403), and optional per-chat rate enforcement (`rate_interval`: a second
+message-producing call in one chat within that many seconds gets 429 with `retry_after`)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import ClientSession, web
+
+TOKEN = "123456789:TEST-fake-token-for-switchboard-tests-x"
+BOT_ID = 123456789
+BOT_USERNAME = "switchboard_test_bot"
+MAX_TEXT = 4096
+# Calls that post or change a message: what Telegram's per-chat flood control counts.
+RATE_LIMITED_METHODS = frozenset(
+    {"sendMessage", "sendMessageDraft", "editMessageText", "editMessageReplyMarkup"}
+)
+_STRING_FIELDS = frozenset(
+    {"text", "parse_mode", "url", "secret_token", "action", "callback_query_id", "caption"}
+)
+_ALLOWED_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre"}
+    | {"blockquote", "tg-spoiler", "span", "tg-emoji"}
+)
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    first_name: str
+    username: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        user: dict[str, Any] = {"id": self.id, "is_bot": False, "first_name": self.first_name}
+        if self.username:
+            user["username"] = self.username
+        return user
+
+
+@dataclass
+class ApiCall:
+    method: str
+    params: dict[str, Any]
+    at: float  # time.perf_counter() on arrival
+    status: int = 200
+    description: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+    @property
+    def chat_id(self) -> int | None:
+        chat = self.params.get("chat_id")
+        return chat if isinstance(chat, int) else None
+
+
+@dataclass
+class Message:
+    """A message in the fake's memory: what a client would show now."""
+
+    message_id: int
+    chat: dict[str, Any]
+    sender: dict[str, Any]
+    text: str  # after entity parsing: what people read
+    markup: str | None = None  # the HTML as sent, when parse_mode was HTML
+    thread: int | None = None
+    reply_markup: dict[str, Any] | None = None
+    reply_to: Message | None = None
+    edits: int = 0
+    forum_topic_created: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "message_id": self.message_id,
+            "date": int(time.time()),
+            "chat": self.chat,
+            "from": self.sender,
+        }
+        if self.forum_topic_created:
+            message["forum_topic_created"] = {"name": "topic", "icon_color": 7322096}
+        else:
+            message["text"] = self.text
+        if self.thread is not None:
+            message["message_thread_id"] = self.thread
+            if self.chat.get("is_forum"):
+                message["is_topic_message"] = True
+        if self.reply_markup:
+            message["reply_markup"] = self.reply_markup
+        if self.reply_to is not None:
+            message["reply_to_message"] = self.reply_to.as_dict()
+        if self.edits:
+            message["edit_date"] = int(time.time())
+        return message
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+        self.retry_after = retry_after
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "ok": False,
+            "error_code": self.code,
+            "description": self.description,
+        }
+        if self.retry_after is not None:
+            body["parameters"] = {"retry_after": self.retry_after}
+        return body
+
+
+@dataclass
+class _Failure:
+    code: int
+    description: str
+    retry_after: int | None
+    count: int
+    chat_id: int | None
+
+
+class _HtmlText(HTMLParser):
+    """Telegram's HTML mode: only its tags, properly nested; returns the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.stack: list[str] = []
+        self.error = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _ALLOWED_TAGS:
+            self.error = self.error or f'Unsupported start tag "{tag}"'
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            expected = f', expected "</{self.stack[-1]}>"' if self.stack else ""
+            self.error = self.error or f'Unmatched end tag "{tag}"{expected}'
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def parse_html(text: str) -> str:
+    """The visible text of Telegram HTML, or ApiError 400 `can't parse entities`."""
+    stray = re.search(r"<(?![a-zA-Z/])|<[^>]*$", text)
+    if stray:
+        raise ApiError(
+            400,
+            "Bad Request: can't parse entities: Unclosed start tag at byte offset "
+            f"{len(text[: stray.start()].encode())}",
+        )
+    parser = _HtmlText()
+    parser.feed(text)
+    parser.close()
+    if not parser.error and parser.stack:
+        parser.error = f'Can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
+    if parser.error:
+        raise ApiError(400, f"Bad Request: can't parse entities: {parser.error}")
+    return "".join(parser.parts)
+
+
+class FakeBotApi:
+    def __init__(
+        self,
+        *,
+        token: str = TOKEN,
+        rate_interval: float | None = None,
+        poll_limit: int = 100,
+    ) -> None:
+        self.token = token
+        self.me = {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Switchboard",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+        self.rate_interval = rate_interval
+        self.poll_limit = poll_limit
+        self.calls: list[ApiCall] = []
+        self.messages: dict[tuple[int, int], Message] = {}
+        self.chats: dict[int, dict[str, Any]] = {}
+        self.drafts: list[tuple[int, int, str]] = []  # (chat id, draft id, text)
+        self.commands: list[dict[str, Any]] = []
+        self.webhook: dict[str, Any] = {}
+        self.answers: dict[str, dict[str, Any]] = {}  # callback query id -> answer params
+        self.blocked: set[int] = set()  # chats whose user blocked the bot
+        self.rate_limited = 0  # 429s the rate enforcement answered
+        self._updates: deque[dict[str, Any]] = deque()
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._query_ids = itertools.count(1)
+        self._open_queries: set[str] = set()
+        self._failures: dict[str, list[_Failure]] = {}
+        self._last_call: dict[int, float] = {}
+        self._new_update = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> FakeBotApi:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets
+        self.port = server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        self._closing.set()  # long polls return now
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeBotApi:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- the world: chats, people, what they do -----------------------------------------------
+    def private_chat(self, user: User) -> dict[str, Any]:
+        return self.chats.setdefault(
+            user.id,
+            {"id": user.id, "type": "private", "first_name": user.first_name}
+            | ({"username": user.username} if user.username else {}),
+        )
+
+    def add_group(self, chat_id: int, title: str = "Team", *, forum: bool = False) -> None:
+        self.chats[chat_id] = {
+            "id": chat_id,
+            "type": "supergroup",
+            "title": title,
+            **({"is_forum": True} if forum else {}),
+        }
+
+    def add_topic(self, chat_id: int, creator: User) -> int:
+        """A forum topic; returns its message_thread_id (the id of its first message)."""
+        message_id = next(self._message_ids)
+        root = Message(
+            message_id,
+            self.chats[chat_id],
+            creator.as_dict(),
+            "",
+            thread=message_id,
+            forum_topic_created=True,
+        )
+        self.messages[(chat_id, message_id)] = root
+        return message_id
+
+    def dm(self, user: User, text: str) -> dict[str, Any]:
+        return self.post_message(self.private_chat(user)["id"], user, text)
+
+    def post_message(
+        self,
+        chat_id: int,
+        user: User,
+        text: str,
+        *,
+        thread: int | None = None,
+        reply_to: Message | None = None,
+    ) -> dict[str, Any]:
+        """Someone writes in a chat: queues (and returns) the update."""
+        chat = self.chats[chat_id]
+        message_id = next(self._message_ids)
+        if reply_to is None and thread is not None:
+            reply_to = self.messages.get((chat_id, thread))  # how topics look in the Bot API
+        message = Message(message_id, chat, user.as_dict(), text, thread=thread, reply_to=reply_to)
+        self.messages[(chat_id, message_id)] = message
+        payload = message.as_dict()
+        entities = _entities(text)
+        if entities:
+            payload["entities"] = entities
+        return self.push({"message": payload})
+
+    def press(self, user: User, message: Message, data: str) -> dict[str, Any]:
+        """Someone presses an inline button of `message`."""
+        query_id = str(next(self._query_ids))
+        self._open_queries.add(query_id)
+        return self.push(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": user.as_dict(),
+                    "chat_instance": str(message.chat["id"]),
+                    "message": message.as_dict(),
+                    "data": data,
+                }
+            }
+        )
+
+    def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        update = {"update_id": next(self._update_ids), **update}
+        self._updates.append(update)
+        self._new_update.set()
+        return update
+
+    def take_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Remove a queued update (to deliver it by webhook instead)."""
+        self._updates.remove(update)
+        return update
+
+    async def post_webhook(
+        self, update: dict[str, Any], *, secret: str | None, content_type: str = "application/json"
+    ) -> int:
+        """Deliver `update` to the registered webhook as Telegram would; returns the status."""
+        headers = {"Content-Type": content_type}
+        if secret is not None:
+            headers["X-Telegram-Bot-Api-Secret-Token"] = secret
+        async with (
+            ClientSession() as session,
+            session.post(self.webhook["url"], data=json.dumps(update), headers=headers) as reply,
+        ):
+            return reply.status
+
+    # ---- failures on demand -------------------------------------------------------------------
+    def fail_next(
+        self,
+        method: str,
+        code: int,
+        description: str = "",
+        *,
+        count: int = 1,
+        retry_after: int | None = None,
+        chat_id: int | None = None,
+    ) -> None:
+        """The next `count` calls of `method` (to `chat_id`, if given) fail with `code`."""
+        if not description:
+            description = {
+                429: f"Too Many Requests: retry after {retry_after or 1}",
+                400: "Bad Request: something is wrong",
+                403: "Forbidden: bot was blocked by the user",
+            }.get(code, "Internal Server Error")
+        if code == 429 and retry_after is None:
+            retry_after = 1
+        self._failures.setdefault(method, []).append(
+            _Failure(code, description, retry_after, count, chat_id)
+        )
+
+    # ---- what the bot did ---------------------------------------------------------------------
+    def calls_to(self, *methods: str, chat_id: int | None = None, ok: bool = True) -> list[ApiCall]:
+        return [
+            call
+            for call in self.calls
+            if (not methods or call.method in methods)
+            and (chat_id is None or call.chat_id == chat_id)
+            and (not ok or call.ok)
+        ]
+
+    def chat_messages(self, chat_id: int, *, thread: int | None = None) -> list[Message]:
+        """The bot's messages in a chat (or topic), in the order they were sent."""
+        return [
+            message
+            for (chat, _), message in sorted(self.messages.items(), key=lambda item: item[0][1])
+            if chat == chat_id
+            and message.sender.get("id") == BOT_ID
+            and (thread is None or message.thread == thread)
+        ]
+
+    def chat_text(self, chat_id: int) -> str:
+        return "\n".join(message.text for message in self.chat_messages(chat_id))
+
+    # ---- the HTTP side ------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _read_params(request)
+        call = ApiCall(method, params, time.perf_counter())
+        self.calls.append(call)
+        try:
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            handler = getattr(self, f"_m_{method}", None)
+            if handler is None:
+                raise ApiError(404, "Not Found: method not found")
+            self._injected_failure(method, params)
+            self._enforce_rate(method, params, call.at)
+            result = await handler(params)
+        except ApiError as exc:
+            call.status, call.description = exc.code, exc.description
+            return web.json_response(exc.body(), status=exc.code)
+        return web.json_response({"ok": True, "result": result})
+
+    def _injected_failure(self, method: str, params: dict[str, Any]) -> None:
+        for failure in self._failures.get(method, []):
+            if failure.count > 0 and failure.chat_id in (None, params.get("chat_id")):
+                failure.count -= 1
+                raise ApiError(failure.code, failure.description, failure.retry_after)
+
+    def _enforce_rate(self, method: str, params: dict[str, Any], now: float) -> None:
+        chat = params.get("chat_id")
+        if self.rate_interval is None or method not in RATE_LIMITED_METHODS:
+            return
+        if not isinstance(chat, int):
+            return
+        elapsed = now - self._last_call.get(chat, -math.inf)
+        if elapsed < self.rate_interval:
+            self.rate_limited += 1
+            wait = max(1, math.ceil(self.rate_interval - elapsed))
+            raise ApiError(429, f"Too Many Requests: retry after {wait}", wait)
+        self._last_call[chat] = now
+
+    def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = params.get("chat_id")
+        chat = self.chats.get(chat_id) if isinstance(chat_id, int) else None
+        if chat is None:
+            raise ApiError(400, "Bad Request: chat not found")
+        if chat["id"] in self.blocked:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        return chat
+
+    @staticmethod
+    def _visible_text(params: dict[str, Any]) -> tuple[str, str | None]:
+        text = str(params.get("text") or "")
+        markup = None
+        if str(params.get("parse_mode") or "").upper() == "HTML":
+            markup, text = text, parse_html(text)
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_TEXT:
+            raise ApiError(400, "Bad Request: message is too long")
+        return text, markup
+
+    def _thread(self, chat: dict[str, Any], params: dict[str, Any]) -> int | None:
+        thread = params.get("message_thread_id")
+        if thread is None:
+            return None
+        if chat.get("is_forum") and (chat["id"], thread) not in self.messages:
+            raise ApiError(400, "Bad Request: message thread not found")
+        return int(thread)
+
+    # ---- methods ------------------------------------------------------------------------------
+    async def _m_getMe(self, params: dict[str, Any]) -> Any:
+        return self.me
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = {}
+        if params.get("drop_pending_updates"):
+            self._updates.clear()
+        return True
+
+    async def _m_setWebhook(self, params: dict[str, Any]) -> Any:
+        url = str(params.get("url") or "")
+        if not url:
+            return await self._m_deleteWebhook(params)
+        self.webhook = {"url": url, "secret_token": params.get("secret_token")}
+        return True
+
+    async def _m_getWebhookInfo(self, params: dict[str, Any]) -> Any:
+        return {
+            "url": self.webhook.get("url", ""),
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._updates),
+        }
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
+        commands = params.get("commands")
+        if not isinstance(commands, list) or len(commands) > 100:
+            raise ApiError(400, "Bad Request: commands must be a list of at most 100")
+        for command in commands:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", str(command.get("command", ""))):
+                raise ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+            if not 1 <= len(str(command.get("description", ""))) <= 256:
+                raise ApiError(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
+        self.commands = commands
+        return True
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
+        offset = int(params.get("offset") or 0)
+        while self._updates and self._updates[0]["update_id"] < offset:
+            self._updates.popleft()  # confirmed
+        timeout = float(params.get("timeout") or 0)
+        limit = int(params.get("limit") or self.poll_limit)
+        deadline = time.monotonic() + timeout
+        while not self._updates and not self._closing.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._new_update.clear()
+            closing = asyncio.ensure_future(self._closing.wait())
+            arrived = asyncio.ensure_future(self._new_update.wait())
+            try:
+                await asyncio.wait(
+                    {closing, arrived}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                closing.cancel()
+                arrived.cancel()
+        return list(itertools.islice(self._updates, limit))
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        text, markup = self._visible_text(params)
+        thread = self._thread(chat, params)
+        reply_to = None
+        reply = params.get("reply_parameters")
+        if isinstance(reply, dict):
+            reply_to = self.messages.get((chat["id"], int(reply.get("message_id", 0))))
+        message = Message(
+            next(self._message_ids),
+            chat,
+            dict(self.me),
+            text,
+            markup,
+            thread,
+            params.get("reply_markup") or None,
+            reply_to,
+        )
+        self.messages[(chat["id"], message.message_id)] = message
+        return message.as_dict()
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        if chat.get("type") != "private":
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if not params.get("draft_id"):
+            raise ApiError(400, "Bad Request: draft_id must be non-zero")
+        text = str(params.get("text") or "")
+        if str(params.get("parse_mode") or "").upper() == "HTML":
+            text = parse_html(text)
+        if utf16_len(text) > MAX_TEXT:
+            raise ApiError(400, "Bad Request: message is too long")
+        self.drafts.append((chat["id"], int(params["draft_id"]), text))
+        return True
+
+    def _message(self, params: dict[str, Any]) -> Message:
+        chat = self._chat(params)
+        message = self.messages.get((chat["id"], int(params.get("message_id") or 0)))
+        if message is None or message.sender.get("id") != BOT_ID:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        return message
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
+        message = self._message(params)
+        text, markup = self._visible_text(params)
+        reply_markup = params.get("reply_markup") or None
+        if (
+            text == message.text
+            and markup == message.markup
+            and reply_markup == message.reply_markup
+        ):
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply "
+                "markup are exactly the same as a current content and reply markup of the message",
+            )
+        message.text, message.markup, message.reply_markup = text, markup, reply_markup
+        message.edits += 1
+        return message.as_dict()
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
+        message = self._message(params)
+        reply_markup = params.get("reply_markup") or None
+        if reply_markup == message.reply_markup:
+            raise ApiError(400, "Bad Request: message is not modified")
+        message.reply_markup = reply_markup
+        message.edits += 1
+        return message.as_dict()
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        self._thread(chat, params)
+        return True
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        query_id = str(params.get("callback_query_id") or "")
+        if query_id not in self._open_queries:
+            raise ApiError(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        if len(str(params.get("text") or "")) > 200:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        self._open_queries.discard(query_id)
+        self.answers[query_id] = params
+        return True
+
+
+async def _read_params(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        body = await request.json() if request.can_read_body else {}
+        return dict(body) if isinstance(body, dict) else {}
+    fields: dict[str, Any] = dict(request.query)
+    if request.can_read_body:
+        form = await request.post()
+        fields.update({key: value for key, value in form.items() if isinstance(value, str)})
+    params: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _STRING_FIELDS:
+            params[key] = value
+            continue
+        try:
+            params[key] = json.loads(value)
+        except ValueError:
+            params[key] = value
+    return params
+
+
+def _entities(text: str) -> list[dict[str, Any]]:
+    """The mention and command entities Telegram would attach (offsets in UTF-16 units)."""
+    entities = []
+    for match in re.finditer(
+        r"(?<![\w@/])@[A-Za-z0-9_]{5,32}|^/[A-Za-z0-9_]+(?:@[A-Za-z0-9_]+)?", text
+    ):
+        kind = "bot_command" if match.group().startswith("/") else "mention"
+        entities.append(
+            {
+                "type": kind,
+                "offset": utf16_len(text[: match.start()]),
+                "length": utf16_len(match.group()),
+            }
+        )
+    return entities
+
+
+@dataclass
+class People:
+    """Stock users for tests."""
+
+    alice: User = field(default_factory=lambda: User(1001, "Alice", "alice"))
+    bob: User = field(default_factory=lambda: User(1002, "Bob", "bob"))
+    carol: User = field(default_factory=lambda: User(1003, "Carol", "carol"))
+    mallory: User = field(default_factory=lambda: User(6666, "Mallory", "mallory"))
