@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -147,7 +148,9 @@ class BotApp:
                 if handled is not None:
                     handled.set()
             return
-        await runner.submit(event)  # /compact and everything else is prompt text
+        if parsed is not None:  # /compact, however this surface spells it, is sent as /compact
+            event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
+        await runner.submit(event)  # everything else is prompt text as typed
 
     async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
         command = parsed.command

@@ -96,6 +96,10 @@ class ChatPacers:
 class _Message:
     ref: MessageRef | None = None  # None: not sent yet, or gone and to be sent again
     text: str = ""  # what the platform shows, so unchanged text is never sent twice
+    # Whether it was last sent as final, rendered text: a live message always gets its final
+    # edit, even with the same text, because that edit is how a surface learns the reply ended
+    # (a native stream is stopped by it).
+    formatted: bool = False
 
 
 class ReplyStream:
@@ -152,7 +156,7 @@ class ReplyStream:
         parts = self._final_parts(text)
         delivered = True
         for index, part in enumerate(parts):
-            if not self._shows(index, part):
+            if not self._shows(index, part, formatted=True):
                 delivered = await self._deliver(index, part, formatted=True) and delivered
         # Live messages the final no longer needs (the status line or a tighter split made it
         # shorter): best effort, not counted, since the answer itself has arrived.
@@ -213,8 +217,11 @@ class ReplyStream:
 
     # -- shared by live and final ----------------------------------------------------------------
 
-    def _shows(self, index: int, text: str) -> bool:
-        return index < len(self._messages) and self._messages[index].text == text
+    def _shows(self, index: int, text: str, *, formatted: bool = False) -> bool:
+        if index >= len(self._messages):
+            return False
+        message = self._messages[index]
+        return message.text == text and (message.formatted or not formatted)
 
     async def _put(self, index: int, text: str, *, formatted: bool = False) -> None:
         """One operation: edit message `index` if it exists, else send it."""
@@ -231,6 +238,7 @@ class ReplyStream:
                 message.ref, message.text = None, ""  # deleted or too old: send it anew
                 raise
         message.text = text
+        message.formatted = formatted
 
     def _has_sent(self) -> bool:
         return any(message.ref is not None for message in self._messages)

@@ -31,7 +31,7 @@ SURFACES: tuple[SurfaceEntry, ...] = (
     SurfaceEntry(
         "slack",
         "Slack",
-        "",
+        "surfaces.slack",
         "SWITCHBOARD_SLACK__BOT_TOKEN with SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
         "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode), and SWITCHBOARD_SLACK__ALLOWED_USERS",
         lambda settings: bool(settings.slack.bot_token),

@@ -314,7 +314,7 @@ async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the
 
 
 @pytest.mark.anyio
-async def test_unchanged_text_is_not_sent_again() -> None:
+async def test_unchanged_live_text_is_not_sent_again_and_the_final_is_one_formatted_edit() -> None:
     surface = RecordingSurface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("hello")
@@ -323,7 +323,9 @@ async def test_unchanged_text_is_not_sent_again() -> None:
         reply.set_status(None)
         await anyio.sleep(0.05)
         assert await reply.finish("hello") is True
-    assert [(c.op, c.text) for c in surface.ops("send", "edit")] == [("send", "hello")]
+        assert await reply.finish("hello") is True  # a second finish has nothing left to do
+    calls = [(c.op, c.text, c.formatted) for c in surface.ops("send", "edit")]
+    assert calls == [("send", "hello", False), ("edit", "hello", True)]
 
 
 @pytest.mark.anyio

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Streaming replies into many Slack threads at once, against a Web API that enforces a per-channel
+rate limit.
+
+    python bench/slack_streaming.py [--conversations 200] [--chars 6000] [--chunk-chars 100]
+                                    [--chunk-gap 0.25] [--rate-interval 1.0]
+                                    [--variants streams,updates] [--timeout 300]
+
+N people each mention the bot in their own channel at the same moment (each mention starts a
+thread, so N threads run at once); the agent answers each with `--chars` characters, streamed in
+chunks of `--chunk-chars` every `--chunk-gap` seconds. Everything is real but the two ends: the
+Slack surface with its production pacing (`create_surface`) driving the real slack-bolt (Socket
+Mode) and slack_sdk over HTTP and a websocket to the fake Slack of tests/fakes/slack_api.py, and
+BotApp (access, de-duplication, ChatRunner, ReplyStream, the SQLite store). The fake runs in its own
+thread and event loop, so its clock is not held up by the bot's loop, and answers 429 with
+`Retry-After` to any write call (`chat.postMessage`, `chat.update`, `chat.postEphemeral`, the three
+stream methods) for a channel within `--rate-interval` seconds of the previous accepted one. The
+agent is the in-process ACP agent of bench/engine_concurrency.py (coroutines speaking NDJSON
+JSON-RPC to the real AcpRuntime/AcpClient, plugged in through `BotApp(..., opener=...)`): one
+agent, one session per conversation. Its chunks are lines of filler ending in a sequence number.
+
+Two variants by default, each in its own child process: `streams` (Slack's native
+`chat.startStream`/`appendStream`/`stopStream`) and `updates` (the fake does not know the stream
+methods, so the surface falls back to `chat.postMessage` + `chat.update`).
+
+Reported per variant: Web API calls per reply (all, and by method), 429s received (target 0), time
+from the agent's first chunk to the first visible text in the thread (the first accepted
+`chat.startStream` or `chat.postMessage`) p50/p99/max, time from the first chunk to the last call
+of the reply (everything shown, every stream stopped), and whether every reply shows exactly what
+the agent said. Each child is bounded by `--timeout` (and killed a minute after it); human lines,
+then one JSON line; the exit status is 0 whatever the figures."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+import anyio.abc  # noqa: E402
+
+VARIANTS = {"streams": True, "updates": False}
+VISIBLE_FIRST = ("chat.startStream", "chat.postMessage")
+
+
+def channel_of(conv: int) -> str:
+    return f"C{conv:06d}"
+
+
+def user_of(conv: int) -> str:
+    return f"U{conv:06d}"
+
+
+class FakeInThread:
+    """The fake Slack on its own event loop in a thread; `call` runs a function there."""
+
+    def __init__(self, *, rate_interval: float, streaming: bool) -> None:
+        from tests.fakes.slack_api import FakeSlack
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-slack", daemon=True)
+        self.thread.start()
+
+        async def make() -> FakeSlack:
+            fake = FakeSlack(streaming=streaming, rate_interval=rate_interval)
+            await fake.start()
+            return fake
+
+        self.api = self.run(make())
+
+    def run(self, coroutine: Any, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    async def call(self, func: Callable[[], Any]) -> Any:
+        async def run() -> Any:
+            return func()
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self.loop))
+
+    async def push_all(self, bodies: list[dict[str, Any]]) -> None:
+        async def push() -> None:
+            for body in bodies:
+                await self.api.push("events_api", body)
+
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(push(), self.loop))
+
+    def close(self) -> None:
+        try:
+            self.run(self.api.close(), 10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) -> dict[str, Any]:
+    from bench.engine_concurrency import (
+        ChunkClock,
+        InProcessAgent,
+        Recorder,
+        _chunk_text,
+        in_process_opener,
+    )
+    from bot.access import AccessPolicy
+    from bot.app import BotApp
+    from bot.store import open_store
+    from config import load_settings
+    from surfaces.slack import create_surface
+    from tests.fakes import slack_api
+
+    conversations = range(args.conversations)
+    chunks = max(1, math.ceil(args.chars / args.chunk_chars))
+    expected = "".join(_chunk_text(k, args.chunk_chars) for k in range(chunks)).split()
+    recorder = Recorder(args.conversations, chunks, 1.0)
+    clock = ChunkClock(chunks, args.chunk_gap, recorder, seed=7)
+    agents: list[InProcessAgent] = []
+    api = fake.api
+    with tempfile.TemporaryDirectory(prefix="slack-streaming-") as tmp:
+        settings = load_settings(
+            agent="kiro",
+            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
+            workspace=Path(tmp),
+            state=str(Path(tmp) / "state.db"),
+            prompt_timeout=args.timeout,
+            slack={
+                "bot_token": slack_api.BOT_TOKEN,
+                "app_token": slack_api.APP_TOKEN,
+                "api_url": api.api_url,
+                "allowed_users": [user_of(conv) for conv in conversations],
+            },
+        )
+        surface = create_surface(settings)  # production pacing
+        store = open_store(settings.state)
+        app = BotApp(
+            settings,
+            store,
+            AccessPolicy.from_settings(settings),
+            opener=in_process_opener(clock, args.chunk_chars, agents),
+        )
+        stop = anyio.Event()
+        threads: dict[int, str] = {}
+        done: set[int] = set()
+        started = time.perf_counter()
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                    await app.serve([surface], stop, task_status=task_status)
+
+                await tg.start(serve)
+                bodies = []
+                for conv in conversations:
+                    ts = await fake.call(api.next_ts)
+                    threads[conv] = ts
+                    text = f"<@{slack_api.BOT_USER_ID}> conversation {conv}"
+                    event = slack_api.mention(channel_of(conv), user_of(conv), text, ts=ts)
+                    bodies.append(slack_api.envelope(event))
+                await fake.push_all(bodies)
+                injected = time.perf_counter()
+
+                def finished() -> set[int]:
+                    open_channels = {m.channel for m in api.streaming_now()}
+                    return {
+                        conv
+                        for conv in conversations
+                        if conv not in done
+                        and channel_of(conv) not in open_channels
+                        and api.thread_text(channel_of(conv), threads[conv]).split() == expected
+                    }
+
+                with anyio.move_on_after(args.timeout):
+                    while len(done) < args.conversations:
+                        await anyio.sleep(0.5)
+                        done.update(await fake.call(finished))
+                all_done = time.perf_counter()
+                stop.set()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+
+    calls = await fake.call(
+        lambda: [(c.method, c.channel, c.at, c.status) for c in api.calls if c.channel]
+    )
+    by_channel: dict[str, list[tuple[str, float, int]]] = {}
+    by_method: dict[str, int] = {}
+    for method, channel, at, status in calls:
+        by_channel.setdefault(channel, []).append((method, at, status))
+        by_method[method] = by_method.get(method, 0) + 1
+    first_visible, whole = [], []
+    for conv in conversations:
+        mine = by_channel.get(channel_of(conv), [])
+        first_chunk = recorder.produced[conv][0]
+        shown = [at for method, at, status in mine if method in VISIBLE_FIRST and status == 200]
+        if shown and not math.isnan(first_chunk):
+            first_visible.append(shown[0] - first_chunk)
+        ok = [at for _, at, status in mine if status == 200]
+        if ok and conv in done and not math.isnan(first_chunk):
+            whole.append(ok[-1] - first_chunk)
+    replies = args.conversations
+    limited = sum(1 for _, _, _, status in calls if status == 429)
+    ms = lambda value: None if value is None else round(value * 1000, 1)  # noqa: E731
+    return {
+        "variant": "streams" if streaming else "updates",
+        "conversations": replies,
+        "reply_chars": chunks * args.chunk_chars,
+        "chunk_chars": args.chunk_chars,
+        "chunk_gap_s": args.chunk_gap,
+        "rate_interval_s": args.rate_interval,
+        "min_edit_interval_s": surface.capabilities.min_edit_interval,
+        "replies_complete": len(done),
+        "api_calls_per_reply": round(len(calls) / replies, 2),
+        "calls_by_method": dict(sorted(by_method.items())),
+        "http_429": limited,
+        "first_visible_ms": {
+            "p50": ms(_percentile(first_visible, 0.5)),
+            "p99": ms(_percentile(first_visible, 0.99)),
+            "max": ms(max(first_visible, default=None)),
+        },
+        "whole_reply_s": {
+            "p50": round(_percentile(whole, 0.5) or 0, 2),
+            "p99": round(_percentile(whole, 0.99) or 0, 2),
+        },
+        "streaming_s": round(chunks * args.chunk_gap, 2),
+        "inject_to_all_done_s": round(all_done - injected, 2),
+        "wall_s": round(all_done - started, 2),
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    streaming = VARIANTS[args.child]
+    fake = FakeInThread(rate_interval=args.rate_interval, streaming=streaming)
+    try:
+        result = anyio.run(_run, args, fake, streaming, backend="asyncio")
+    finally:
+        fake.close()
+    print(json.dumps(result), flush=True)
+
+
+def _show(result: dict[str, Any]) -> None:
+    first, whole = result["first_visible_ms"], result["whole_reply_s"]
+    title = {
+        "streams": "native streams (chat.startStream/appendStream/stopStream)",
+        "updates": "fallback (chat.postMessage + chat.update)",
+    }[result["variant"]]
+    print(f"{title}:")
+    print(
+        f"  replies complete and exact:    {result['replies_complete']}/{result['conversations']}"
+    )
+    print(f"  API calls per reply:           {result['api_calls_per_reply']}")
+    print(f"    by method:                   {result['calls_by_method']}")
+    print(f"  429s received:                 {result['http_429']} (target 0)")
+    print(
+        f"  first chunk -> first visible:  p50 {first['p50']} ms, p99 {first['p99']} ms, "
+        f"max {first['max']} ms"
+    )
+    print(f"  first chunk -> reply done:     p50 {whole['p50']} s, p99 {whole['p99']} s")
+    print(f"  all replies done after:        {result['inject_to_all_done_s']} s")
+
+
+def _run_child(variant: str, argv: list[str], timeout: float) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", variant, *argv]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"ok": False, "variant": variant, "error": f"timed out after {timeout + 60} s"}
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"ok": False, "variant": variant, "error": f"child exited {proc.returncode}"}
+    return {"ok": True, **json.loads(lines[-1])}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--chars", type=int, default=6000)
+    parser.add_argument("--chunk-chars", type=int, default=100)
+    parser.add_argument("--chunk-gap", type=float, default=0.25)
+    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser.add_argument("--variants", default="streams,updates")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    variants = [v for v in args.variants.split(",") if v in VARIANTS]
+    passed = [
+        f"--conversations={args.conversations}",
+        f"--chars={args.chars}",
+        f"--chunk-chars={args.chunk_chars}",
+        f"--chunk-gap={args.chunk_gap}",
+        f"--rate-interval={args.rate_interval}",
+        f"--timeout={args.timeout}",
+    ]
+    print(
+        f"{args.conversations} channel threads at once, {args.chars} characters each "
+        f"({args.chunk_chars} every {args.chunk_gap} s), fake Slack allowing one write call per "
+        f"{args.rate_interval} s per channel"
+    )
+    results = {}
+    for variant in variants:
+        result = _run_child(variant, passed, args.timeout)
+        results[variant] = result
+        if result.get("ok"):
+            _show(result)
+        else:
+            print(f"{variant}: the benchmark failed ({result.get('error')}); see stderr")
+    print(json.dumps({"ok": all(r.get("ok") for r in results.values()), "runs": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

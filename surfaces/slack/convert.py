@@ -1,0 +1,387 @@
+"""Pure conversions for the Slack surface: event payloads -> what a person did, agent Markdown ->
+Slack mrkdwn, and the Block Kit of a choice. Nothing here touches the network or the SDK.
+
+Slack's mrkdwn is not Markdown: `*bold*`, `_italic_`, `~strike~`, code, fenced blocks, `>` quotes,
+`<url|text>` links, no headings and no list syntax. Only `&`, `<` and `>` are escaped (as `&amp;`,
+`&lt;`, `&gt;`); once they are, nothing the agent wrote can become a mention (`<!channel>`,
+`<!here>`, `<@U…>`) or a link we did not make. Streamed text (`chat.appendStream`) is standard
+Markdown, where entities are not the way to neutralise a `<`: there a zero-width space after any
+`<` that would open a mention keeps it literal, and that rewrite never changes text already
+streamed (`neutralise_markdown(a)` is a prefix of `neutralise_markdown(a + b)`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+from surfaces.base import STATUS_MARK, Choice
+
+BLOCK_ID = "switchboard-choice"  # our buttons carry it; other apps' actions are not ours
+BUTTON_TEXT_LIMIT = 75
+SECTION_TEXT_LIMIT = 3000
+BUTTONS_PER_BLOCK = 25
+_ZWSP = "\u200b"
+
+# ---- escaping ------------------------------------------------------------------------------------
+
+
+def escape(text: str) -> str:
+    """Plain text -> mrkdwn that shows exactly that text and mentions nobody."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+_MENTION_OPENER = re.compile(r"<(?=[!@#])")
+
+
+def neutralise_markdown(markdown: str) -> str:
+    """Standard Markdown for Slack's streaming methods, with every `<!…>`, `<@…>` and `<#…>`
+    broken by a zero-width space so it shows as typed and notifies nobody."""
+    return _MENTION_OPENER.sub("<" + _ZWSP, markdown)
+
+
+def split_status(text: str) -> tuple[str, str]:
+    """(answer, status): the bot's live text may end with a status line (see STATUS_MARK)."""
+    head, sep, last = text.rpartition("\n")
+    if last.startswith(STATUS_MARK):
+        return head.rstrip("\n"), last
+    if not sep and text.startswith(STATUS_MARK):
+        return "", text
+    return text, ""
+
+
+# ---- Markdown -> mrkdwn --------------------------------------------------------------------------
+
+_PARSER = MarkdownIt("commonmark", {"html": True}).enable(["strikethrough", "table"])
+_SAFE_SCHEMES = ("http://", "https://", "mailto:")
+
+
+def render(markdown: str) -> str:
+    """Agent Markdown -> Slack mrkdwn."""
+    if not markdown.strip():
+        return escape(markdown)
+    tree = SyntaxTreeNode(_PARSER.parse(markdown))
+    return _blocks(tree.children, tight=False).strip("\n")
+
+
+def _blocks(nodes: Sequence[SyntaxTreeNode], *, tight: bool) -> str:
+    parts = [_block(node, tight=tight) for node in nodes]
+    return ("\n" if tight else "\n\n").join(part for part in parts if part)
+
+
+def _block(node: SyntaxTreeNode, *, tight: bool) -> str:
+    kind = node.type
+    if kind == "paragraph":
+        return _inline_of(node)
+    if kind == "heading":
+        return _bold(_inline_of(node, bold=False))
+    if kind in ("fence", "code_block"):
+        code = node.content.rstrip("\n")
+        return f"```\n{escape(code)}\n```"
+    if kind == "blockquote":
+        inner = _blocks(node.children, tight=False)
+        return "\n".join("> " + line if line else ">" for line in inner.split("\n"))
+    if kind in ("bullet_list", "ordered_list"):
+        return _list(node)
+    if kind == "hr":
+        return "──────────"
+    if kind == "html_block":
+        return escape(node.content.rstrip("\n"))
+    if kind == "table":
+        return _table(node)
+    return _blocks(node.children, tight=tight) if node.children else escape(node.content)
+
+
+def _list(node: SyntaxTreeNode) -> str:
+    ordered = node.type == "ordered_list"
+    number = int(node.attrs.get("start", 1) or 1) if ordered else 0
+    tight = all(
+        child.hidden
+        for item in node.children
+        for child in item.children
+        if child.type == "paragraph"
+    )
+    items = []
+    for item in node.children:
+        marker = f"{number}. " if ordered else "• "
+        number += 1
+        body = _blocks(item.children, tight=tight) or ""
+        indent = " " * len(marker)
+        lines = body.split("\n")
+        items.append(
+            marker
+            + lines[0]
+            + "".join("\n" + (indent + line if line else "") for line in lines[1:])
+        )
+    return ("\n" if tight else "\n\n").join(items)
+
+
+def _table(node: SyntaxTreeNode) -> str:
+    rows: list[str] = []
+    for section in node.children:  # thead, tbody
+        for row in section.children:
+            cells = [_inline_of(cell) for cell in row.children]
+            line = " | ".join(cells)
+            rows.append(_bold(line) if section.type == "thead" and line.strip() else line)
+    return "\n".join(rows)
+
+
+def _bold(text: str) -> str:
+    return f"*{text}*" if text.strip() else text
+
+
+def _inline_of(node: SyntaxTreeNode, *, bold: bool = True) -> str:
+    inline = node.children[0] if node.children and node.children[0].type == "inline" else None
+    if inline is None:
+        return escape(node.content)
+    return _inlines(inline.children, bold=bold)
+
+
+def _inlines(nodes: Sequence[SyntaxTreeNode], *, bold: bool) -> str:
+    return "".join(_inline(node, bold=bold) for node in nodes)
+
+
+def _inline(node: SyntaxTreeNode, *, bold: bool) -> str:
+    kind = node.type
+    if kind == "text":
+        return escape(node.content)
+    if kind in ("softbreak", "hardbreak"):
+        return "\n"
+    if kind == "code_inline":
+        return f"`{escape(node.content)}`"
+    inner = _inlines(node.children, bold=bold)
+    if kind == "strong":
+        return _wrap("*", inner) if bold else inner
+    if kind == "em":
+        return _wrap("_", inner)
+    if kind == "s":
+        return _wrap("~", inner)
+    if kind == "link":
+        return _link(str(node.attrs.get("href", "")), inner)
+    if kind == "image":
+        alt = _inlines(node.children, bold=bold) or escape(str(node.attrs.get("alt", "")))
+        return _link(str(node.attrs.get("src", "")), alt or "image")
+    if kind == "html_inline":
+        return escape(node.content)
+    return inner or escape(node.content)
+
+
+def _wrap(mark: str, inner: str) -> str:
+    """Slack needs the marks against the text: `*bold*`, not `* bold *`."""
+    stripped = inner.strip()
+    if not stripped:
+        return inner
+    lead = inner[: len(inner) - len(inner.lstrip())]
+    trail = inner[len(inner.rstrip()) :]
+    return f"{lead}{mark}{stripped}{mark}{trail}"
+
+
+def _link(href: str, label: str) -> str:
+    if not href.lower().startswith(_SAFE_SCHEMES):
+        return label if not href else f"{label} ({escape(href)})"
+    url = escape(href).replace("|", "%7C")
+    if not label or unescape(label) == href or unescape(label) == href.removeprefix("mailto:"):
+        return f"<{url}>"
+    return f"<{url}|{label.replace('|', '¦')}>"
+
+
+# ---- Slack text -> what the person typed -------------------------------------------------------
+
+_ANGLE = re.compile(r"<([^<>]*)>")
+
+
+def strip_mention(text: str, bot_user_id: str) -> str:
+    """The text without `<@BOT>` (or `<@BOT|name>`) wherever it appears."""
+    if not bot_user_id:
+        return text.strip()
+    pattern = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>\s*")
+    return pattern.sub("", text).strip()
+
+
+def slack_to_plain(text: str) -> str:
+    """Slack's message text -> what the person sees: mentions, channels and links as words,
+    entities decoded. `!compact` and `/compact` come out as typed."""
+
+    def word(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        target, _, label = inner.partition("|")
+        if target.startswith("@"):
+            return "@" + (label or target[1:])
+        if target.startswith("#"):
+            return "#" + (label or target[1:])
+        if target.startswith("!"):
+            special = target[1:].split("^")[0]
+            return label or "@" + special
+        if label and label != target and label != target.removeprefix("mailto:"):
+            return f"{label} ({target})"
+        return target.removeprefix("mailto:")
+
+    return unescape(_ANGLE.sub(word, text))
+
+
+# ---- events -> what a person did -----------------------------------------------------------------
+
+# A reply also sent to the channel, and a message with files (we take its text), are still
+# someone talking to us; edits, joins, bot posts and the rest are not.
+_PLAIN_SUBTYPES = (None, "thread_broadcast", "file_share")
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """A message the bot should take: where it belongs and who wrote what."""
+
+    channel: str
+    thread: str  # the conversation's thread: "" for a DM outside threads
+    ts: str
+    user: str
+    user_name: str
+    team: str
+    text: str  # without the bot mention, as the person sees it
+    is_dm: bool
+    mentioned: bool
+
+    @property
+    def event_id(self) -> str:
+        """One message, however it reached us: the `message` and `app_mention` twins of a
+        mention have different `event_id`s, and retries repeat one. (channel, ts) is the
+        message itself."""
+        return f"{self.channel}:{self.ts}"
+
+
+def message_from_event(
+    event: dict[str, Any],
+    *,
+    bot_user_id: str,
+    in_known_thread: Callable[[str, str], bool],
+    team_id: str = "",
+) -> SlackMessage | None:
+    """A `message` or `app_mention` event -> the message to hand the bot, or None when it is not
+    for us: the bot's own or another bot's, an edit or other subtype, a channel message that
+    neither mentions the bot nor belongs to a thread it is part of."""
+    kind = event.get("type")
+    if kind not in ("message", "app_mention"):
+        return None
+    user = event.get("user")
+    if not isinstance(user, str) or not user or user == bot_user_id or event.get("bot_id"):
+        return None
+    if event.get("subtype") not in _PLAIN_SUBTYPES:
+        return None
+    channel, ts = event.get("channel"), event.get("ts")
+    if not isinstance(channel, str) or not isinstance(ts, str) or not channel or not ts:
+        return None
+    raw = event.get("text") or ""
+    thread = str(event.get("thread_ts") or "")
+    if thread == ts:
+        thread = ""  # the parent of a thread is a top-level message
+    mentioned = kind == "app_mention" or (bool(bot_user_id) and f"<@{bot_user_id}" in raw)
+    is_dm = event.get("channel_type") == "im" or (kind == "message" and channel.startswith("D"))
+    if is_dm:
+        key_thread = thread
+    elif thread:
+        belongs = in_known_thread(channel, thread) or event.get("parent_user_id") == bot_user_id
+        if not (mentioned or belongs):
+            return None
+        key_thread = thread
+    elif mentioned:
+        key_thread = ts  # a top-level mention starts a thread, and a conversation
+    else:
+        return None
+    profile = event.get("user_profile") or {}
+    name = ""
+    if isinstance(profile, dict):
+        name = str(profile.get("display_name") or profile.get("real_name") or "")
+    text = slack_to_plain(strip_mention(raw, bot_user_id))
+    if not text.strip():
+        return None  # a bare mention, or files without words: nothing to ask
+    team = str(event.get("team") or event.get("user_team") or team_id or "")
+    return SlackMessage(channel, key_thread, ts, user, name, team, text, is_dm, mentioned)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackPress:
+    """A press on one of our buttons."""
+
+    channel: str
+    thread: str
+    message_ts: str
+    user: str
+    user_name: str
+    token: str
+
+    action_ts: str
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.channel}:{self.message_ts}:{self.action_ts}:{self.user}"
+
+
+def press_from_payload(body: dict[str, Any]) -> SlackPress | None:
+    """A `block_actions` payload -> the press, or None when it is not one of our buttons."""
+    if body.get("type") != "block_actions":
+        return None
+    actions = body.get("actions") or []
+    action = actions[0] if actions and isinstance(actions[0], dict) else None
+    if action is None or not str(action.get("block_id", "")).startswith(BLOCK_ID):
+        return None
+    user = body.get("user") or {}
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    channel = (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
+    message_ts = message.get("ts") or container.get("message_ts") or ""
+    thread = message.get("thread_ts") or container.get("thread_ts") or ""
+    if thread == message_ts:
+        thread = ""
+    token = action.get("value")
+    if not channel or not message_ts or not isinstance(token, str) or not user.get("id"):
+        return None
+    name = str(user.get("username") or user.get("name") or "")
+    action_ts = str(action.get("action_ts") or body.get("trigger_id") or "")
+    return SlackPress(channel, thread, message_ts, user["id"], name, token, action_ts)
+
+
+# ---- Block Kit ---------------------------------------------------------------------------------
+
+
+def _section(text: str) -> dict[str, Any]:
+    shown = escape(text)
+    if len(shown) > SECTION_TEXT_LIMIT:
+        shown = shown[: SECTION_TEXT_LIMIT - 1] + "…"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": shown}}
+
+
+def _button_text(label: str) -> str:
+    return label if len(label) <= BUTTON_TEXT_LIMIT else label[: BUTTON_TEXT_LIMIT - 1] + "…"
+
+
+def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]]:
+    """The prompt and one button per choice (value = the choice's one-time token)."""
+    blocks = [_section(prompt)]
+    for start in range(0, len(choices), BUTTONS_PER_BLOCK):
+        buttons = []
+        for index, choice in enumerate(choices[start : start + BUTTONS_PER_BLOCK], start):
+            button: dict[str, Any] = {
+                "type": "button",
+                "action_id": f"choice-{index}",
+                "text": {"type": "plain_text", "text": _button_text(choice.label), "emoji": True},
+                "value": choice.token,
+            }
+            if choice.style in ("primary", "danger"):
+                button["style"] = choice.style
+            buttons.append(button)
+        blocks.append({"type": "actions", "block_id": f"{BLOCK_ID}-{start}", "elements": buttons})
+    return blocks
+
+
+def closed_choice_blocks(prompt: str, outcome: str) -> list[dict[str, Any]]:
+    """The prompt with the outcome where the buttons were."""
+    blocks = [_section(prompt)] if prompt else []
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(outcome)}]})
+    return blocks
