@@ -39,7 +39,7 @@ SURFACES: tuple[SurfaceEntry, ...] = (
     SurfaceEntry(
         "discord",
         "Discord",
-        "",
+        "surfaces.discord",
         "SWITCHBOARD_DISCORD__TOKEN (and SWITCHBOARD_DISCORD__ALLOWED_USERS)",
         lambda settings: bool(settings.discord.token),
     ),
