@@ -68,39 +68,40 @@ import heapq
 import itertools
 import json
 import math
-import os
 import random
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# What the benches share lives in bench/_harness.py and bench/_inprocess.py; the underscored
+# aliases and the names imported `as` themselves keep what lived here importable from here.
+from bench import _harness  # noqa: E402
+from bench._harness import cpu_seconds as _cpu_seconds  # noqa: E402
+from bench._harness import kill_group as _kill_group  # noqa: E402, F401
+from bench._harness import peak_rss_mib as _peak_rss_mib  # noqa: E402
+from bench._harness import percentile as _percentile  # noqa: E402
+from bench._inprocess import PIPE_ITEMS as PIPE_ITEMS  # noqa: E402
+from bench._inprocess import InProcessProcess, opener_for  # noqa: E402
+from bench._inprocess import PipeReceive as PipeReceive  # noqa: E402
+from bench._inprocess import PipeSend as PipeSend  # noqa: E402
+from bench._inprocess import _pipe as _pipe  # noqa: E402
 
 CHILD_TAG = "ENGINE_CONCURRENCY_RESULT "
 TARGET_P99_MS = 50.0
 TARGET_RSS_MB = 300.0  # megabytes, as stated; RSS is reported in MiB (300 MB = 286.1 MiB)
 MAX_CHARS = 4096
 CLOCK_RESOLUTION = 0.001  # chunks due within this are emitted in the same batch
-PIPE_ITEMS = 64  # writes buffered in a fake pipe before the writer waits (like a full pipe)
 FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _chunk_text(seq: int, chars: int) -> str:
@@ -118,13 +119,6 @@ def _last_seq(text: str) -> int:
         if len(digits) == 6 and digits.isdigit():
             return int(digits)
     return -1
-
-
-def _percentile(sorted_values: list[float], q: float) -> float | None:
-    if not sorted_values:
-        return None
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 def _dist_ms(values: array.array[float]) -> dict[str, Any]:
@@ -200,7 +194,7 @@ class Recorder:
             buckets.setdefault(int(at - start), []).append(excess)
         out: list[float | None] = []
         for second in range(max(buckets) + 1):
-            p99 = _percentile(sorted(buckets.get(second, [])), 0.99)
+            p99 = _percentile(buckets.get(second, []), 0.99)
             out.append(None if p99 is None else round(p99 * 1000, 1))
         return out
 
@@ -368,106 +362,7 @@ class ChunkClock:
             await self.flush(batch)
 
 
-# ---- in-memory pipes and the in-process agent ----------------------------------------------------
-class PipeSend(anyio.abc.ByteSendStream):
-    def __init__(self, items: MemoryObjectSendStream[bytes]) -> None:
-        self._items = items
-
-    async def send(self, item: bytes) -> None:
-        await self._items.send(item)
-
-    async def send_eof(self) -> None:
-        await self._items.aclose()
-
-    async def aclose(self) -> None:
-        await self._items.aclose()
-
-
-class PipeReceive(anyio.abc.ByteReceiveStream):
-    """Like reading a pipe: one receive returns everything buffered, up to max_bytes."""
-
-    def __init__(self, items: MemoryObjectReceiveStream[bytes]) -> None:
-        self._items = items
-        self._rest = b""
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = self._rest or await self._items.receive()  # EndOfStream once closed and empty
-        parts, size = [data], len(data)
-        while size < max_bytes:
-            try:
-                more = self._items.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            parts.append(more)
-            size += len(more)
-        data = b"".join(parts) if len(parts) > 1 else data
-        self._rest = data[max_bytes:]
-        return data[:max_bytes]
-
-    async def aclose(self) -> None:
-        await self._items.aclose()
-
-
-def _pipe() -> tuple[PipeSend, PipeReceive]:
-    send, receive = anyio.create_memory_object_stream[bytes](PIPE_ITEMS)
-    return PipeSend(send), PipeReceive(receive)
-
-
-class InProcessProcess(anyio.abc.Process):
-    """What `AcpRuntime` needs of a process, backed by coroutines. There is no pid: -1 makes any
-    stray os.killpg fail with EINVAL instead of reaching a real process group."""
-
-    def __init__(self, stop: Callable[[], None]) -> None:
-        self._stop = stop
-        self._returncode: int | None = None
-        self.exited = anyio.Event()
-        self.client_stdin, self.agent_stdin = _pipe()
-        self.agent_stdout, self.client_stdout = _pipe()
-        self.agent_stderr, self.client_stderr = _pipe()
-
-    def set_exited(self, code: int) -> None:
-        self._returncode = code
-        self.exited.set()
-
-    async def wait(self) -> int:
-        await self.exited.wait()
-        assert self._returncode is not None
-        return self._returncode
-
-    def terminate(self) -> None:
-        self._stop()
-
-    def kill(self) -> None:
-        self._stop()
-
-    def send_signal(self, signal: signal.Signals) -> None:
-        self._stop()
-
-    @property
-    def pid(self) -> int:
-        return -1
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
-    @property
-    def stdin(self) -> anyio.abc.ByteSendStream:
-        return self.client_stdin
-
-    @property
-    def stdout(self) -> anyio.abc.ByteReceiveStream:
-        return self.client_stdout
-
-    @property
-    def stderr(self) -> anyio.abc.ByteReceiveStream:
-        return self.client_stderr
-
-    async def aclose(self) -> None:
-        self._stop()
-        await self.exited.wait()
-
-
+# ---- the in-process agent ----------------------------------------------------------------------
 _CHUNK_HEAD = (
     b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":'
     b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
@@ -580,33 +475,14 @@ class InProcessAgent:
 
 
 def in_process_opener(clock: ChunkClock, chunk_chars: int, agents: list[InProcessAgent]) -> Any:
-    from acp.runtime import AcpRuntime, RuntimeSpec
+    """An opener whose agents (each appended to `agents`) answer with `clock`'s chunks."""
 
-    @asynccontextmanager
-    async def open_in_process_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
-        """`open_runtime` with the spawn replaced: the same runtime, handle and tasks."""
+    def make_agent() -> InProcessAgent:
         agent = InProcessAgent(clock, chunk_chars)
         agents.append(agent)
-        runtime = AcpRuntime(spec, agent.process)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(agent.run)
-            tg.start_soon(runtime._drain_stderr)
-            tg.start_soon(runtime.handle.serve)
-            try:
-                yield runtime
-            except Exception as exc:  # re-raised below, outside the task group, unwrapped
-                failure = exc
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await agent.process.stdin.aclose()  # EOF: the agent exits by itself
-                    with anyio.move_on_after(2.0):
-                        await agent.process.wait()
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+        return agent
 
-    return open_in_process_runtime
+    return opener_for(make_agent)
 
 
 # ---- the children ------------------------------------------------------------------------------
@@ -798,21 +674,8 @@ def child(side: str, args: argparse.Namespace) -> None:
 
 
 # ---- parent ------------------------------------------------------------------------------------
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def run_child(side: str, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
     cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
         "--child",
         side,
         "--conversations",
@@ -832,23 +695,14 @@ def run_child(side: str, args: argparse.Namespace, timeout: float) -> dict[str, 
     ]
     if args.profile:
         cmd += ["--profile", args.profile]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout + 20)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    run = _harness.run_child(__file__, cmd, timeout + 20, capture_stderr=True)
+    if run.timed_out:
         return {"side": side, "error": f"killed after {timeout + 20:.0f} s"}
-    except BaseException:
-        _kill_group(proc)
-        raise
-    for line in out.splitlines():
-        if line.startswith(CHILD_TAG):
-            result: dict[str, Any] = json.loads(line[len(CHILD_TAG) :])
-            return result
-    tail = (err.strip().splitlines() or ["no output"])[-1]
-    return {"side": side, "error": f"exit code {proc.returncode}: {tail}"}
+    result = run.result(CHILD_TAG)
+    if result is not None:
+        return result
+    tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"side": side, "error": f"exit code {run.returncode}: {tail}"}
 
 
 def _ms(value: float | None) -> str:

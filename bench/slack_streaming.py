@@ -36,9 +36,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,6 +50,8 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
+
+from bench._harness import reply_latencies, run_child  # noqa: E402
 
 VARIANTS = {"streams": True, "updates": False}
 VISIBLE_FIRST = ("chat.startStream", "chat.postMessage")
@@ -105,13 +104,6 @@ class FakeInThread:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) -> dict[str, Any]:
@@ -219,7 +211,6 @@ async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) ->
             whole.append(ok[-1] - first_chunk)
     replies = args.conversations
     limited = sum(1 for _, _, _, status in calls if status == 429)
-    ms = lambda value: None if value is None else round(value * 1000, 1)  # noqa: E731
     return {
         "variant": "streams" if streaming else "updates",
         "conversations": replies,
@@ -232,15 +223,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) ->
         "api_calls_per_reply": round(len(calls) / replies, 2),
         "calls_by_method": dict(sorted(by_method.items())),
         "http_429": limited,
-        "first_visible_ms": {
-            "p50": ms(_percentile(first_visible, 0.5)),
-            "p99": ms(_percentile(first_visible, 0.99)),
-            "max": ms(max(first_visible, default=None)),
-        },
-        "whole_reply_s": {
-            "p50": round(_percentile(whole, 0.5) or 0, 2),
-            "p99": round(_percentile(whole, 0.99) or 0, 2),
-        },
+        **reply_latencies(first_visible, whole),
         "streaming_s": round(chunks * args.chunk_gap, 2),
         "inject_to_all_done_s": round(all_done - injected, 2),
         "wall_s": round(all_done - started, 2),
@@ -282,20 +265,13 @@ def _show(result: dict[str, Any]) -> None:
 
 
 def _run_child(variant: str, argv: list[str], timeout: float) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", variant, *argv]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    run = run_child(__file__, ["--child", variant, *argv], timeout + 60, cwd=ROOT)
+    if run.timed_out:
         return {"ok": False, "variant": variant, "error": f"timed out after {timeout + 60} s"}
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"ok": False, "variant": variant, "error": f"child exited {proc.returncode}"}
-    return {"ok": True, **json.loads(lines[-1])}
+    result = run.result() if run.returncode == 0 else None
+    if result is None:
+        return {"ok": False, "variant": variant, "error": f"child exited {run.returncode}"}
+    return {"ok": True, **result}
 
 
 def main(argv: list[str]) -> int:

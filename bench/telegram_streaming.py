@@ -30,15 +30,11 @@ import asyncio
 import itertools
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -49,7 +45,9 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream  # noqa: E402
+
+from bench._harness import reply_latencies, run_child  # noqa: E402
+from bench._inprocess import InProcessProcess, opener_for  # noqa: E402
 
 FIRST_USER = 100_000
 MESSAGE_METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
@@ -75,92 +73,6 @@ def chunks_of(text: str, size: int) -> list[str]:
 
 
 # ---- an in-process ACP agent ---------------------------------------------------------------------
-class _Send(anyio.abc.ByteSendStream):
-    def __init__(self, items: MemoryObjectSendStream[bytes]) -> None:
-        self._items = items
-
-    async def send(self, item: bytes) -> None:
-        await self._items.send(item)
-
-    async def send_eof(self) -> None:
-        await self._items.aclose()
-
-    async def aclose(self) -> None:
-        await self._items.aclose()
-
-
-class _Receive(anyio.abc.ByteReceiveStream):
-    def __init__(self, items: MemoryObjectReceiveStream[bytes]) -> None:
-        self._items = items
-        self._rest = b""
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = self._rest or await self._items.receive()
-        self._rest = data[max_bytes:]
-        return data[:max_bytes]
-
-    async def aclose(self) -> None:
-        await self._items.aclose()
-
-
-def _pipe() -> tuple[_Send, _Receive]:
-    send, receive = anyio.create_memory_object_stream[bytes](10_000)
-    return _Send(send), _Receive(receive)
-
-
-class _Process(anyio.abc.Process):
-    """What AcpRuntime needs of a process, backed by coroutines (pid -1: no real process)."""
-
-    def __init__(self, stop: Callable[[], None]) -> None:
-        self._stop = stop
-        self._code: int | None = None
-        self.exited = anyio.Event()
-        self._stdin, self.agent_in = _pipe()
-        self.agent_out, self._stdout = _pipe()
-        self.agent_err, self._stderr = _pipe()
-
-    def set_exited(self, code: int) -> None:
-        self._code = code
-        self.exited.set()
-
-    async def wait(self) -> int:
-        await self.exited.wait()
-        return self._code or 0
-
-    def terminate(self) -> None:
-        self._stop()
-
-    def kill(self) -> None:
-        self._stop()
-
-    def send_signal(self, signal: signal.Signals) -> None:
-        self._stop()
-
-    @property
-    def pid(self) -> int:
-        return -1
-
-    @property
-    def returncode(self) -> int | None:
-        return self._code
-
-    @property
-    def stdin(self) -> anyio.abc.ByteSendStream:
-        return self._stdin
-
-    @property
-    def stdout(self) -> anyio.abc.ByteReceiveStream:
-        return self._stdout
-
-    @property
-    def stderr(self) -> anyio.abc.ByteReceiveStream:
-        return self._stderr
-
-    async def aclose(self) -> None:
-        self._stop()
-        await self.exited.wait()
-
-
 class StreamingAgent:
     """initialize, session/new, session/prompt (the conversation's reply in timed chunks, then
     end_turn), session/cancel. The prompt names the conversation: "conversation 17"."""
@@ -171,12 +83,12 @@ class StreamingAgent:
         self.gap = gap
         self.first_chunk = first_chunk
         self.scope = anyio.CancelScope()
-        self.process = _Process(self.scope.cancel)
+        self.process = InProcessProcess(self.scope.cancel, pipe_items=10_000)
         self._sessions = itertools.count()
         self._cancelled: set[str] = set()
 
     async def _write(self, frame: dict[str, Any]) -> None:
-        await self.process.agent_out.send(json.dumps(frame).encode() + b"\n")
+        await self.process.agent_stdout.send(json.dumps(frame).encode() + b"\n")
 
     async def run(self) -> None:
         try:
@@ -185,7 +97,7 @@ class StreamingAgent:
                     buffer = b""
                     while True:
                         try:
-                            data = await self.process.agent_in.receive()
+                            data = await self.process.agent_stdin.receive()
                         except (anyio.EndOfStream, anyio.ClosedResourceError):
                             break
                         *lines, buffer = (buffer + data).split(b"\n")
@@ -195,8 +107,8 @@ class StreamingAgent:
                     tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await self.process.agent_out.aclose()
-                await self.process.agent_err.aclose()
+                await self.process.agent_stdout.aclose()
+                await self.process.agent_stderr.aclose()
             self.process.set_exited(0)
 
     async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
@@ -249,31 +161,7 @@ class StreamingAgent:
 
 
 def agent_opener(agent_args: tuple[int, int, float], first_chunk: dict[int, float]) -> Any:
-    from acp.runtime import AcpRuntime, RuntimeSpec
-
-    @asynccontextmanager
-    async def open_in_process(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
-        agent = StreamingAgent(*agent_args, first_chunk)
-        runtime = AcpRuntime(spec, agent.process)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(agent.run)
-            tg.start_soon(runtime._drain_stderr)
-            tg.start_soon(runtime.handle.serve)
-            try:
-                yield runtime
-            except Exception as exc:  # re-raised outside the task group, unwrapped
-                failure = exc
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await agent.process.stdin.aclose()
-                    with anyio.move_on_after(2.0):
-                        await agent.process.wait()
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-
-    return open_in_process
+    return opener_for(lambda: StreamingAgent(*agent_args, first_chunk))
 
 
 # ---- the fake Bot API in its own thread ----------------------------------------------------------
@@ -303,13 +191,6 @@ class FakeInThread:
 
 
 # ---- the child: one run ------------------------------------------------------------------------
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     from bot.access import AccessPolicy
     from bot.app import BotApp
@@ -409,7 +290,6 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     replies = len(users)
     message_calls = sum(by_method.get(method, 0) for method in MESSAGE_METHODS)
     limited = sum(1 for _, chat, _, status in calls if status == 429 and chat in per_chat)
-    ms = lambda value: None if value is None else round(value * 1000, 1)  # noqa: E731
     return {
         "conversations": replies,
         "reply_chars": args.chars,
@@ -422,15 +302,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
         "message_calls_per_reply": round(message_calls / replies, 2),
         "calls_by_method": dict(sorted(by_method.items())),
         "http_429": limited,
-        "first_visible_ms": {
-            "p50": ms(_percentile(first_visible, 0.5)),
-            "p99": ms(_percentile(first_visible, 0.99)),
-            "max": ms(max(first_visible, default=None)),
-        },
-        "whole_reply_s": {
-            "p50": round(_percentile(whole, 0.5) or 0, 2),
-            "p99": round(_percentile(whole, 0.99) or 0, 2),
-        },
+        **reply_latencies(first_visible, whole),
         "streaming_s": round(math.ceil(args.chars / args.chunk_chars) * args.chunk_gap, 2),
         "inject_to_all_done_s": round(finished - injected, 2),
         "wall_s": round(finished - started, 2),
@@ -490,25 +362,16 @@ def main(argv: list[str]) -> int:
     if args.child:
         child(args)
         return 0
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", *argv]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
-    )
-    try:
-        out, _ = proc.communicate(timeout=args.timeout + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    run = run_child(__file__, ["--child", *argv], args.timeout + 60, cwd=ROOT)
+    child_result = run.result() if run.returncode == 0 else None
+    if run.timed_out:
         result: dict[str, Any] = {"ok": False, "error": f"timed out after {args.timeout + 60} s"}
         print("the benchmark did not finish in time")
-        print(json.dumps(result))
-        return 0
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        result = {"ok": False, "error": f"child exited {proc.returncode}"}
+    elif child_result is None:
+        result = {"ok": False, "error": f"child exited {run.returncode}"}
         print("the benchmark failed; see stderr")
     else:
-        result = {"ok": True, **json.loads(lines[-1])}
+        result = {"ok": True, **child_result}
         _show(result)
     print(json.dumps(result))
     return 0

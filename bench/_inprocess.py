@@ -1,0 +1,160 @@
+"""An ACP agent that lives in the benchmark's own process: memory pipes, a process stand-in for
+`AcpRuntime`, and the `BotApp(..., opener=...)` opener that plugs such an agent in where
+`open_runtime` would spawn one."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+if TYPE_CHECKING:
+    from acp.runtime import AcpRuntime, RuntimeOpener, RuntimeSpec
+
+PIPE_ITEMS = 64  # writes buffered in a fake pipe before the writer waits (like a full pipe)
+
+
+class PipeSend(anyio.abc.ByteSendStream):
+    def __init__(self, items: MemoryObjectSendStream[bytes]) -> None:
+        self._items = items
+
+    async def send(self, item: bytes) -> None:
+        await self._items.send(item)
+
+    async def send_eof(self) -> None:
+        await self._items.aclose()
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+class PipeReceive(anyio.abc.ByteReceiveStream):
+    """Like reading a pipe: one receive returns everything buffered, up to max_bytes."""
+
+    def __init__(self, items: MemoryObjectReceiveStream[bytes]) -> None:
+        self._items = items
+        self._rest = b""
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = self._rest or await self._items.receive()  # EndOfStream once closed and empty
+        parts, size = [data], len(data)
+        while size < max_bytes:
+            try:
+                more = self._items.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            parts.append(more)
+            size += len(more)
+        data = b"".join(parts) if len(parts) > 1 else data
+        self._rest = data[max_bytes:]
+        return data[:max_bytes]
+
+    async def aclose(self) -> None:
+        await self._items.aclose()
+
+
+def _pipe(items: int = PIPE_ITEMS) -> tuple[PipeSend, PipeReceive]:
+    send, receive = anyio.create_memory_object_stream[bytes](items)
+    return PipeSend(send), PipeReceive(receive)
+
+
+class InProcessProcess(anyio.abc.Process):
+    """What `AcpRuntime` needs of a process, backed by coroutines. There is no pid: -1 makes any
+    stray os.killpg fail with EINVAL instead of reaching a real process group. The agent's ends
+    of the pipes are `agent_stdin`, `agent_stdout` and `agent_stderr`; `pipe_items` is how many
+    writes each pipe buffers before the writer waits."""
+
+    def __init__(self, stop: Callable[[], None], *, pipe_items: int = PIPE_ITEMS) -> None:
+        self._stop = stop
+        self._returncode: int | None = None
+        self.exited = anyio.Event()
+        self.client_stdin, self.agent_stdin = _pipe(pipe_items)
+        self.agent_stdout, self.client_stdout = _pipe(pipe_items)
+        self.agent_stderr, self.client_stderr = _pipe(pipe_items)
+
+    def set_exited(self, code: int) -> None:
+        self._returncode = code
+        self.exited.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        assert self._returncode is not None
+        return self._returncode
+
+    def terminate(self) -> None:
+        self._stop()
+
+    def kill(self) -> None:
+        self._stop()
+
+    def send_signal(self, signal: signal.Signals) -> None:
+        self._stop()
+
+    @property
+    def pid(self) -> int:
+        return -1
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream:
+        return self.client_stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self.client_stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream:
+        return self.client_stderr
+
+    async def aclose(self) -> None:
+        self._stop()
+        await self.exited.wait()
+
+
+class Agent(Protocol):
+    """An agent in coroutines: `run` serves `process`'s pipes until its stdin reaches EOF (or it
+    is stopped), then calls `process.set_exited`."""
+
+    @property
+    def process(self) -> InProcessProcess: ...
+
+    async def run(self) -> None: ...
+
+
+def opener_for(make_agent: Callable[[], Agent]) -> RuntimeOpener:
+    """An opener for `BotApp(..., opener=...)`: `open_runtime` with the spawn replaced by
+    `make_agent()`; the same runtime, handle and tasks."""
+    from acp.runtime import AcpRuntime
+
+    @asynccontextmanager
+    async def open_in_process_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+        agent = make_agent()
+        runtime = AcpRuntime(spec, agent.process)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.run)
+            tg.start_soon(runtime._drain_stderr)
+            tg.start_soon(runtime.handle.serve)
+            try:
+                yield runtime
+            except Exception as exc:  # re-raised below, outside the task group, unwrapped
+                failure = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await agent.process.stdin.aclose()  # EOF: the agent exits by itself
+                    with anyio.move_on_after(2.0):
+                        await agent.process.wait()
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    return open_in_process_runtime
