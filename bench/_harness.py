@@ -75,7 +75,7 @@ class ChildRun:
         return None
 
 
-def kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[Any]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -37,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._harness import kill_group, peak_rss_mib, run_child  # noqa: E402
+
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 TARGET_RATIO = 0.6
 CHILD_TAG = "ACP_INGEST_RESULT "
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def _script(chunks: int) -> str:
@@ -63,7 +62,7 @@ def child_ours(chunks: int, timeout: float) -> None:
     from acp.runtime import RuntimeSpec, open_runtime
     from acp.types import EventKind
 
-    rss_before = _peak_rss_mib()
+    rss_before = peak_rss_mib()
 
     async def run() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="acp-ingest-") as workspace:
@@ -98,7 +97,7 @@ def child_ours(chunks: int, timeout: float) -> None:
         }
 
     result = anyio.run(run, backend="asyncio")
-    result.update(side="ours", rss_before_mib=rss_before, peak_rss_mib=_peak_rss_mib())
+    result.update(side="ours", rss_before_mib=rss_before, peak_rss_mib=peak_rss_mib())
     _report(result)
 
 
@@ -109,7 +108,7 @@ def child_raw(chunks: int, timeout: float) -> None:
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(max(1, int(timeout + 0.999)))
-    rss_before = _peak_rss_mib()
+    rss_before = peak_rss_mib()
     with tempfile.TemporaryDirectory(prefix="acp-ingest-") as workspace:
         proc = subprocess.Popen(
             [sys.executable, str(FAKE_AGENT)],
@@ -176,7 +175,13 @@ def child_raw(chunks: int, timeout: float) -> None:
                 raise RuntimeError("agent stdout closed before the prompt's response")
         finally:
             signal.alarm(0)
-            _kill_group(proc)
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            kill_group(proc)
     _report(
         {
             "side": "raw",
@@ -184,61 +189,26 @@ def child_raw(chunks: int, timeout: float) -> None:
             "elapsed": elapsed,
             "stop_reason": (reply.get("result") or {}).get("stopReason"),
             "rss_before_mib": rss_before,
-            "peak_rss_mib": _peak_rss_mib(),
+            "peak_rss_mib": peak_rss_mib(),
         }
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for stream in (proc.stdin, proc.stdout):
-        try:
-            if stream is not None:
-                stream.close()
-        except OSError:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 # ---- parent ------------------------------------------------------------------------------------
-def run_child(side: str, chunks: int, timeout: float) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        side,
-        "--chunks",
-        str(chunks),
-        "--timeout",
-        f"{timeout:.3f}",
-    ]
+def run_side(side: str, chunks: int, timeout: float) -> dict[str, Any]:
+    argv = ["--child", side, "--chunks", str(chunks), "--timeout", f"{timeout:.3f}"]
     # Own process group: on timeout the child and any agent it left behind go together (ours
     # starts its agent in a new session, but that agent dies on the EOF/EPIPE of its pipes).
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout + 10)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)  # type: ignore[arg-type]
+    run = run_child(__file__, argv, timeout + 10, capture_stderr=True)
+    if run.timed_out:
         return {"side": side, "error": f"timed out after {timeout + 10:.0f} s"}
-    except BaseException:
-        _kill_group(proc)  # type: ignore[arg-type]
-        raise
-    for line in out.splitlines():
-        if line.startswith(CHILD_TAG):
-            result: dict[str, Any] = json.loads(line[len(CHILD_TAG) :])
-            if result.get("count") != chunks:
-                result["error"] = f"counted {result.get('count')} chunks, expected {chunks}"
-            return result
-    tail = (err.strip().splitlines() or ["no output"])[-1]
-    return {"side": side, "error": f"exit code {proc.returncode}: {tail}"}
+    result = run.result(CHILD_TAG)
+    if result is not None:
+        if result.get("count") != chunks:
+            result["error"] = f"counted {result.get('count')} chunks, expected {chunks}"
+        return result
+    tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"side": side, "error": f"exit code {run.returncode}: {tail}"}
 
 
 def summarize(runs: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
@@ -284,7 +254,7 @@ def main(argv: list[str]) -> int:
             if left <= 1:
                 runs[side].append({"side": side, "error": "overall timeout reached"})
                 continue
-            result = run_child(side, args.chunks, min(left, 300.0))
+            result = run_side(side, args.chunks, min(left, 300.0))
             runs[side].append(result)
             if "error" in result:
                 print(f"  {side:4} run {rep + 1}: FAILED: {result['error']}", flush=True)

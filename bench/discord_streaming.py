@@ -35,15 +35,11 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,142 +50,10 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
-from bench.engine_concurrency import InProcessProcess  # noqa: E402
+from bench._agents import agent_opener, reply_text  # noqa: E402
+from bench._harness import reply_latencies, run_child  # noqa: E402
 
 MESSAGE_ROUTES = ("create_message", "edit_message")
-
-
-# ---- the reply each conversation gets -----------------------------------------------------------
-def reply_text(conv: int, chars: int) -> str:
-    """Plain prose (no Markdown marks, so what people see is what the agent said): paragraphs of
-    numbered words, ending in a marker naming the conversation."""
-    words: list[str] = []
-    size, n = 0, 0
-    end = f"END-{conv}."
-    while size < chars - len(end) - 1:
-        sep = "\n\n" if n and n % 80 == 0 else " "
-        words.append((sep if words else "") + f"w{n}")
-        size += len(words[-1])
-        n += 1
-    return "".join(words) + " " + end
-
-
-def chunks_of(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-# ---- an in-process ACP agent --------------------------------------------------------------------
-class StreamingAgent:
-    """initialize, session/new, session/prompt answered with the conversation's reply in timed
-    chunks, session/cancel; anything else asked is answered -32601."""
-
-    def __init__(self, chars: int, chunk_chars: int, gap: float, first_chunk: dict[int, float]):
-        self.chars = chars
-        self.chunk_chars = chunk_chars
-        self.gap = gap
-        self.first_chunk = first_chunk
-        self.scope = anyio.CancelScope()
-        self.process = InProcessProcess(self.scope.cancel)
-        self._sessions = 0
-        self._cancelled: set[str] = set()
-
-    async def _write(self, frame: dict[str, Any]) -> None:
-        await self.process.agent_stdout.send(json.dumps(frame).encode() + b"\n")
-
-    async def run(self) -> None:
-        try:
-            with self.scope:
-                async with anyio.create_task_group() as tg:
-                    buffer = b""
-                    while True:
-                        try:
-                            data = await self.process.agent_stdin.receive()
-                        except (anyio.EndOfStream, anyio.ClosedResourceError):
-                            break
-                        *lines, buffer = (buffer + data).split(b"\n")
-                        for line in lines:
-                            if line.strip():
-                                await self._handle(json.loads(line), tg)
-                    tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.process.agent_stdout.aclose()
-                await self.process.agent_stderr.aclose()
-            self.process.set_exited(0)
-
-    async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
-        method, rid, params = frame.get("method"), frame.get("id"), frame.get("params") or {}
-        if method == "initialize":
-            result = {
-                "protocolVersion": params.get("protocolVersion", 1),
-                "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "discord-bench-agent", "version": "0"},
-                "authMethods": [],
-            }
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
-        elif method == "session/new":
-            self._sessions += 1
-            result = {"sessionId": f"s{self._sessions}"}
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
-        elif method == "session/prompt":
-            tg.start_soon(self._answer, rid, params)
-        elif method == "session/cancel":
-            self._cancelled.add(params.get("sessionId", ""))
-        elif rid is not None and method is not None:
-            error = {"code": -32601, "message": "Method not found"}
-            await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
-
-    async def _answer(self, rid: Any, params: dict[str, Any]) -> None:
-        session = params["sessionId"]
-        conv = int(params["prompt"][0]["text"].split()[-1])
-        start = time.monotonic()
-        for index, chunk in enumerate(chunks_of(reply_text(conv, self.chars), self.chunk_chars)):
-            delay = start + index * self.gap - time.monotonic()
-            if delay > 0:
-                await anyio.sleep(delay)
-            if session in self._cancelled:
-                break
-            if index == 0:
-                self.first_chunk[conv] = time.monotonic()
-            content = {"type": "text", "text": chunk}
-            update = {"sessionUpdate": "agent_message_chunk", "content": content}
-            await self._write(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": session, "update": update},
-                }
-            )
-        stop = "cancelled" if session in self._cancelled else "end_turn"
-        await self._write({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
-
-
-def agent_opener(agent_args: tuple[int, int, float], first_chunk: dict[int, float]) -> Any:
-    from acp.runtime import AcpRuntime, RuntimeSpec
-
-    @asynccontextmanager
-    async def open_in_process(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
-        agent = StreamingAgent(*agent_args, first_chunk)
-        runtime = AcpRuntime(spec, agent.process)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(agent.run)
-            tg.start_soon(runtime._drain_stderr)
-            tg.start_soon(runtime.handle.serve)
-            try:
-                yield runtime
-            except Exception as exc:  # re-raised outside the task group, unwrapped
-                failure = exc
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await agent.process.stdin.aclose()
-                    with anyio.move_on_after(2.0):
-                        await agent.process.wait()
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-
-    return open_in_process
 
 
 # ---- the fake Discord in its own thread ---------------------------------------------------------
@@ -223,13 +87,6 @@ class FakeInThread:
 
 
 # ---- the child: one run -------------------------------------------------------------------------
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     from bot.access import AccessPolicy
     from bot.app import BotApp
@@ -271,7 +128,13 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
             settings,
             store,
             AccessPolicy.from_settings(settings),
-            opener=agent_opener((args.chars, args.chunk_chars, args.chunk_gap), first_chunk),
+            opener=agent_opener(
+                (args.chars, args.chunk_chars, args.chunk_gap),
+                first_chunk,
+                name="discord-bench-agent",
+                first_session=1,
+                clock=time.monotonic,  # the fake's clock
+            ),
         )
         stop = anyio.Event()
         keys = [ConversationKey("discord", channel) for channel in channels]
@@ -343,7 +206,6 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     replies = len(channels)
     message_calls = sum(by_route.get(route, 0) for route in MESSAGE_ROUTES)
     limited = sum(1 for _, channel, _, status in calls if status == 429)
-    ms = lambda value: None if value is None else round(value * 1000, 1)  # noqa: E731
     return {
         "conversations": replies,
         "reply_chars": args.chars,
@@ -361,15 +223,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
         "calls_by_route": dict(sorted(by_route.items())),
         "http_429": limited,
         "http_429_by_scope": limited_by,
-        "first_visible_ms": {
-            "p50": ms(_percentile(first_visible, 0.5)),
-            "p99": ms(_percentile(first_visible, 0.99)),
-            "max": ms(max(first_visible, default=None)),
-        },
-        "whole_reply_s": {
-            "p50": round(_percentile(whole, 0.5) or 0, 2),
-            "p99": round(_percentile(whole, 0.99) or 0, 2),
-        },
+        **reply_latencies(first_visible, whole),
         "streaming_s": round(math.ceil(args.chars / args.chunk_chars) * args.chunk_gap, 2),
         "inject_to_all_done_s": round(finished - injected, 2),
         "wall_s": round(finished - started, 2),
@@ -440,25 +294,16 @@ def main(argv: list[str]) -> int:
     if args.child:
         child(args)
         return 0
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", *argv]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
-    )
-    try:
-        out, _ = proc.communicate(timeout=args.timeout + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    run = run_child(__file__, ["--child", *argv], args.timeout + 60, cwd=ROOT)
+    child_result = run.result() if run.returncode == 0 else None
+    if run.timed_out:
         result: dict[str, Any] = {"ok": False, "error": f"timed out after {args.timeout + 60} s"}
         print("the benchmark did not finish in time")
-        print(json.dumps(result))
-        return 0
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        result = {"ok": False, "error": f"child exited {proc.returncode}"}
+    elif child_result is None:
+        result = {"ok": False, "error": f"child exited {run.returncode}"}
         print("the benchmark failed; see stderr")
     else:
-        result = {"ok": True, **json.loads(lines[-1])}
+        result = {"ok": True, **child_result}
         _show(result)
     print(json.dumps(result))
     return 0

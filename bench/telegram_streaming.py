@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import math
 import sys
@@ -46,122 +45,12 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
+from bench._agents import agent_opener, reply_text  # noqa: E402
 from bench._harness import reply_latencies, run_child  # noqa: E402
-from bench._inprocess import InProcessProcess, opener_for  # noqa: E402
 
 FIRST_USER = 100_000
 MESSAGE_METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
-
-
-# ---- the reply each conversation gets ------------------------------------------------------------
-def reply_text(conv: int, chars: int) -> str:
-    """Plain prose (no Markdown marks, so what people see is what the agent said), paragraphs of
-    numbered words, ending in a marker naming the conversation."""
-    words, size, n = [], 0, 0
-    end = f"END-{conv}."
-    while size < chars - len(end) - 1:
-        word = f"w{n}"
-        sep = "\n\n" if n and n % 80 == 0 else " "
-        words.append((sep if words else "") + word)
-        size += len(words[-1])
-        n += 1
-    return "".join(words) + " " + end
-
-
-def chunks_of(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-# ---- an in-process ACP agent ---------------------------------------------------------------------
-class StreamingAgent:
-    """initialize, session/new, session/prompt (the conversation's reply in timed chunks, then
-    end_turn), session/cancel. The prompt names the conversation: "conversation 17"."""
-
-    def __init__(self, chars: int, chunk_chars: int, gap: float, first_chunk: dict[int, float]):
-        self.chars = chars
-        self.chunk_chars = chunk_chars
-        self.gap = gap
-        self.first_chunk = first_chunk
-        self.scope = anyio.CancelScope()
-        self.process = InProcessProcess(self.scope.cancel, pipe_items=10_000)
-        self._sessions = itertools.count()
-        self._cancelled: set[str] = set()
-
-    async def _write(self, frame: dict[str, Any]) -> None:
-        await self.process.agent_stdout.send(json.dumps(frame).encode() + b"\n")
-
-    async def run(self) -> None:
-        try:
-            with self.scope:
-                async with anyio.create_task_group() as tg:
-                    buffer = b""
-                    while True:
-                        try:
-                            data = await self.process.agent_stdin.receive()
-                        except (anyio.EndOfStream, anyio.ClosedResourceError):
-                            break
-                        *lines, buffer = (buffer + data).split(b"\n")
-                        for line in lines:
-                            if line.strip():
-                                await self._handle(json.loads(line), tg)
-                    tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.process.agent_stdout.aclose()
-                await self.process.agent_stderr.aclose()
-            self.process.set_exited(0)
-
-    async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
-        method, rid, params = frame.get("method"), frame.get("id"), frame.get("params") or {}
-        if method == "initialize":
-            result = {
-                "protocolVersion": params.get("protocolVersion", 1),
-                "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "bench-agent", "version": "0"},
-                "authMethods": [],
-            }
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
-        elif method == "session/new":
-            session = f"s{next(self._sessions)}"
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": session}})
-        elif method == "session/prompt":
-            tg.start_soon(self._answer, rid, params)
-        elif method == "session/cancel":
-            self._cancelled.add(params.get("sessionId", ""))
-        elif rid is not None and method is not None:
-            error = {"code": -32601, "message": "Method not found"}
-            await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
-
-    async def _answer(self, rid: Any, params: dict[str, Any]) -> None:
-        session = params["sessionId"]
-        conv = int(params["prompt"][0]["text"].split()[-1])
-        text = reply_text(conv, self.chars)
-        start = time.perf_counter()
-        for index, chunk in enumerate(chunks_of(text, self.chunk_chars)):
-            delay = start + index * self.gap - time.perf_counter()
-            if delay > 0:
-                await anyio.sleep(delay)
-            if session in self._cancelled:
-                break
-            if index == 0:
-                self.first_chunk[conv] = time.perf_counter()
-            update = {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": chunk},
-            }
-            await self._write(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": session, "update": update},
-                }
-            )
-        stop = "cancelled" if session in self._cancelled else "end_turn"
-        await self._write({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
-
-
-def agent_opener(agent_args: tuple[int, int, float], first_chunk: dict[int, float]) -> Any:
-    return opener_for(lambda: StreamingAgent(*agent_args, first_chunk))
+AGENT_PIPE_ITEMS = 10_000  # writes the agent's pipes buffer before the writer waits
 
 
 # ---- the fake Bot API in its own thread ----------------------------------------------------------
@@ -224,7 +113,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
             settings,
             store,
             AccessPolicy.from_settings(settings),
-            opener=agent_opener(agent, first_chunk),
+            opener=agent_opener(agent, first_chunk, pipe_items=AGENT_PIPE_ITEMS),
         )
         stop = anyio.Event()
         expected = {user: reply_text(conv, args.chars).split() for conv, user in enumerate(users)}

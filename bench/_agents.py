@@ -1,0 +1,146 @@
+"""The in-process ACP agent the chat-surface streaming benches (Telegram, Discord) talk to: each
+conversation gets a reply of plain prose, streamed in timed chunks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from bench._inprocess import PIPE_ITEMS, InProcessProcess, opener_for
+
+if TYPE_CHECKING:
+    from acp.runtime import RuntimeOpener
+
+
+# ---- the reply each conversation gets ------------------------------------------------------------
+def reply_text(conv: int, chars: int) -> str:
+    """Plain prose (no Markdown marks, so what people see is what the agent said): paragraphs of
+    numbered words, ending in a marker naming the conversation."""
+    words: list[str] = []
+    size, n = 0, 0
+    end = f"END-{conv}."
+    while size < chars - len(end) - 1:
+        sep = "\n\n" if n and n % 80 == 0 else " "
+        words.append((sep if words else "") + f"w{n}")
+        size += len(words[-1])
+        n += 1
+    return "".join(words) + " " + end
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# ---- an in-process ACP agent ---------------------------------------------------------------------
+class StreamingAgent:
+    """initialize, session/new, session/prompt (the conversation's reply in timed chunks, then
+    end_turn), session/cancel; anything else asked is answered -32601. The prompt names the
+    conversation: "conversation 17". `first_chunk[conv]` is when its first chunk went out, by
+    `clock`: the fake's clock, which stamps the calls it is compared with."""
+
+    def __init__(
+        self,
+        chars: int,
+        chunk_chars: int,
+        gap: float,
+        first_chunk: dict[int, float],
+        *,
+        name: str = "bench-agent",
+        first_session: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+        pipe_items: int = PIPE_ITEMS,
+    ):
+        self.chars = chars
+        self.chunk_chars = chunk_chars
+        self.gap = gap
+        self.first_chunk = first_chunk
+        self.name = name
+        self.clock = clock
+        self.scope = anyio.CancelScope()
+        self.process = InProcessProcess(self.scope.cancel, pipe_items=pipe_items)
+        self._sessions = itertools.count(first_session)
+        self._cancelled: set[str] = set()
+
+    async def _write(self, frame: dict[str, Any]) -> None:
+        await self.process.agent_stdout.send(json.dumps(frame).encode() + b"\n")
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                async with anyio.create_task_group() as tg:
+                    buffer = b""
+                    while True:
+                        try:
+                            data = await self.process.agent_stdin.receive()
+                        except (anyio.EndOfStream, anyio.ClosedResourceError):
+                            break
+                        *lines, buffer = (buffer + data).split(b"\n")
+                        for line in lines:
+                            if line.strip():
+                                await self._handle(json.loads(line), tg)
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.process.agent_stdout.aclose()
+                await self.process.agent_stderr.aclose()
+            self.process.set_exited(0)
+
+    async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
+        method, rid, params = frame.get("method"), frame.get("id"), frame.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", 1),
+                "agentCapabilities": {"loadSession": False},
+                "agentInfo": {"name": self.name, "version": "0"},
+                "authMethods": [],
+            }
+            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "session/new":
+            session = f"s{next(self._sessions)}"
+            await self._write({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": session}})
+        elif method == "session/prompt":
+            tg.start_soon(self._answer, rid, params)
+        elif method == "session/cancel":
+            self._cancelled.add(params.get("sessionId", ""))
+        elif rid is not None and method is not None:
+            error = {"code": -32601, "message": "Method not found"}
+            await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
+
+    async def _answer(self, rid: Any, params: dict[str, Any]) -> None:
+        session = params["sessionId"]
+        conv = int(params["prompt"][0]["text"].split()[-1])
+        clock = self.clock
+        start = clock()
+        for index, chunk in enumerate(chunks_of(reply_text(conv, self.chars), self.chunk_chars)):
+            delay = start + index * self.gap - clock()
+            if delay > 0:
+                await anyio.sleep(delay)
+            if session in self._cancelled:
+                break
+            if index == 0:
+                self.first_chunk[conv] = clock()
+            content = {"type": "text", "text": chunk}
+            update = {"sessionUpdate": "agent_message_chunk", "content": content}
+            await self._write(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": session, "update": update},
+                }
+            )
+        stop = "cancelled" if session in self._cancelled else "end_turn"
+        await self._write({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+
+def agent_opener(
+    agent_args: tuple[int, int, float], first_chunk: dict[int, float], **options: Any
+) -> RuntimeOpener:
+    """An opener for `BotApp(..., opener=...)` whose every runtime is a fresh `StreamingAgent(
+    *agent_args, first_chunk, **options)`."""
+    return opener_for(lambda: StreamingAgent(*agent_args, first_chunk, **options))
