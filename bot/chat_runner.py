@@ -435,7 +435,8 @@ class ChatRunner:
                         _join(output.text, "(stopped: Switchboard is shutting down)"),
                     )
                 raise
-            await engine.finish_reply(reply, self.key, _join(output.text, notice))
+            final = _join(output.text, notice) or "The agent finished without writing a reply."
+            await engine.finish_reply(reply, self.key, final)
 
     async def _run(self, text: str, output: _ChatOutput) -> AcpPromptStats:
         return await run_turn(

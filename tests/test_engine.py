@@ -461,3 +461,12 @@ async def test_an_idle_agent_is_stopped_and_the_next_message_works_again(
         await finished(surface.post(surface.message("alice", "second")))
         assert "Echo: second" in surface.transcript()
     assert fake_agent.spawns() == 2
+
+
+async def test_a_turn_that_ends_without_any_text_still_gets_a_reply(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", script({"stop": "end_turn"}))))
+    assert "finished without writing a reply" in surface.transcript()
