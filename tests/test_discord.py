@@ -553,3 +553,18 @@ def test_plain_text_is_escaped_but_links_stay_clickable() -> None:
     assert plain("see https://x.test/a_b_c") == "see https://x.test/a_b_c"
     assert plain("# not a heading\n> not a quote") == "\\# not a heading\n\\> not a quote"
     assert plain("ping <@&5> @everyone") == f"ping <@{ZWSP}&5> @{ZWSP}everyone"
+
+
+async def test_a_command_where_the_bot_does_not_serve_gets_a_private_reason_and_no_turn(
+    tmp_path: Path, fake_agent: FakeAgent, world: World
+) -> None:
+    fake = world.fake
+    served = world.guild.channel("general").id
+    async with discord_bot(tmp_path, fake_agent, world, allowed_channels=[served]):
+        asked = fake.slash(world.alice, "compact", channel_id=world.guild.channel("random").id)
+        await wait_for(lambda: asked.callback is not None, "the answer")
+    assert asked.callback is not None and asked.callback.get("type") == 4  # a message, at once
+    data = asked.callback.get("data") or {}
+    assert "does not answer in this channel" in data.get("content", "")
+    assert asked.deferred_ephemeral
+    assert prompts(fake_agent) == []

@@ -111,6 +111,7 @@ COMMAND_SYNC_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 5.0
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 NOT_YOURS = "This choice is not yours to answer."
+NOT_HERE = "Switchboard does not answer in this channel; use a DM or a channel it serves."
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
 NEW_MESSAGE, EDIT = 0, 1  # priorities for the global budget
 _STYLES = {
@@ -600,6 +601,8 @@ class DiscordSurface:
     async def _on_command(self, interaction: discord.Interaction[Any], who: UserRef) -> None:
         key = self._interaction_key(interaction)
         if key is None:
+            if who.id in self._known:  # strangers get silence; people we know get a reason
+                await self._say_not_here(interaction)
             return
         data = cast(dict[str, Any], interaction.data or {})
         name = str(data.get("name", ""))
@@ -657,6 +660,15 @@ class DiscordSurface:
         await self._hand_over(ChoiceAnswer(key, who, token, event_id, notify))
         if not theirs and not told:
             await notify(NOT_YOURS)
+
+    async def _say_not_here(self, interaction: discord.Interaction[Any]) -> None:
+        try:
+            with anyio.move_on_after(ACK_DEADLINE), self._webhook_calls():
+                await interaction.response.send_message(
+                    NOT_HERE, ephemeral=True, allowed_mentions=NO_MENTIONS
+                )
+        except (discord.DiscordException, *_NETWORK_ERRORS) as exc:
+            log.warning("could not answer a command in a place the bot does not serve: %s", exc)
 
     # ---- outbound -----------------------------------------------------------------------------
     def _messageable(self, key: ConversationKey) -> discord.PartialMessageable:
