@@ -37,10 +37,10 @@ what to show; we show it with Slack's native streams where we can, else with
   falls back to `chat.postMessage`).
 
 Every call for a channel, whoever makes it (a reply, a stopped stream, an approval prompt, an
-ephemeral notice), passes one gate per channel that starts it at least `min_edit_interval` after
-the previous one was answered (Slack counts calls as they arrive, so a slow request must not
-squeeze the next one closer) and holds them all back after a 429 for its `Retry-After`; Slack
-limits posting per channel. The SDK's
+ephemeral notice), passes one gate per channel (`surfaces.call_gate`) that starts it at least
+`min_edit_interval` after the previous one was answered (Slack counts calls as they arrive, so a
+slow request must not squeeze the next one closer) and holds them all back after a 429 for its
+`Retry-After`; Slack limits posting per channel. The SDK's
 own retries are off: a retried `chat.postMessage` could post twice, and the bot retries what is
 safe to retry.
 
@@ -84,6 +84,7 @@ from surfaces.base import (
     SurfaceCapabilities,
     UserRef,
 )
+from surfaces.call_gate import CallGate
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.slack.convert import (
     choice_blocks,
@@ -155,39 +156,6 @@ def _translate(exc: SlackApiError) -> SurfaceError:
     if status >= 500 or error in _TRANSIENT:
         return SendFailed(f"Slack is having trouble ({error or status})", transient=True)
     return _Refused(error or f"HTTP {status}")
-
-
-class _ChannelGate:
-    """Keeps calls for one channel `interval` apart, and all of them back after a 429."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._next: dict[str, float] = {}
-        self._locks: dict[str, anyio.Lock] = {}
-
-    async def wait(self, channel: str) -> None:
-        lock = self._locks.setdefault(channel, anyio.Lock())
-        async with lock:
-            while (delay := self._next.get(channel, 0.0) - time.monotonic()) > 0:
-                await anyio.sleep(delay)
-            self._next[channel] = time.monotonic() + self.interval
-
-    def done(self, channel: str) -> None:
-        """A call has been answered: the next may go `interval` after this, so that Slack,
-        which counts calls as they arrive, sees them at least that far apart."""
-        self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + self.interval)
-
-    def penalize(self, channel: str, seconds: float) -> None:
-        until = time.monotonic() + seconds
-        self._next[channel] = max(self._next.get(channel, 0.0), until)
-
-    def prune(self) -> None:
-        now = time.monotonic()
-        for channel in [c for c, at in self._next.items() if at < now - 60]:
-            lock = self._locks.get(channel)
-            if lock is None or not lock.locked():
-                self._next.pop(channel, None)
-                self._locks.pop(channel, None)
 
 
 @dataclass(slots=True)
@@ -263,7 +231,7 @@ class SlackSurface:
             threads=True,
             command_prefixes=("!", "/"),
         )
-        self._gate = _ChannelGate(min_edit_interval)
+        self._gate: CallGate[str] = CallGate(min_edit_interval)  # every call, per channel
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._bot_user_id = ""
@@ -309,20 +277,18 @@ class SlackSurface:
         **kwargs: Any,
     ) -> AsyncSlackResponse:
         """One call for channel `gate`, through its gate, with Slack's failures translated."""
-        await self._gate.wait(gate)
-        try:
-            return await method(**kwargs)
-        except SlackApiError as exc:
-            error = _translate(exc)
-            if isinstance(error, RateLimited):
-                self._gate.penalize(gate, error.retry_after)
-            raise error from exc
-        except SlackClientError as exc:
-            raise SendFailed(f"Slack client error: {exc}", transient=False) from exc
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise SendFailed(f"cannot reach Slack: {exc!r}", transient=True) from exc
-        finally:
-            self._gate.done(gate)
+        async with self._gate.call(gate):
+            try:
+                return await method(**kwargs)
+            except SlackApiError as exc:
+                error = _translate(exc)
+                if isinstance(error, RateLimited):
+                    self._gate.penalize(gate, error.retry_after)
+                raise error from exc
+            except SlackClientError as exc:
+                raise SendFailed(f"Slack client error: {exc}", transient=False) from exc
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise SendFailed(f"cannot reach Slack: {exc!r}", transient=True) from exc
 
     async def _who_am_i(self) -> None:
         """auth.test: the bot's own ids (to strip its mention and skip its own messages). A
@@ -516,7 +482,6 @@ class SlackSurface:
                             await self._stop_stream(posted, "")
                         except SurfaceError as exc:
                             log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
-            self._gate.prune()
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # no drafts: live text is streamed or edited into real messages

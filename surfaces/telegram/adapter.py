@@ -30,7 +30,6 @@ import hmac
 import itertools
 import json
 import logging
-import math
 import os
 import time
 from collections import OrderedDict, deque
@@ -82,6 +81,7 @@ from surfaces.base import (
     SurfaceCapabilities,
     count_utf16,
 )
+from surfaces.call_gate import CallGate
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.telegram.convert import (
     BotIdentity,
@@ -183,13 +183,6 @@ class _GroupBudget:
 
 
 @dataclass
-class _ChatGate:
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    done: float = -math.inf  # when the chat's latest message call finished
-    not_before: float = -math.inf  # a 429's retry_after
-
-
-@dataclass
 class _Live:
     """The live preview message of one conversation (groups, or chats without drafts)."""
 
@@ -217,7 +210,7 @@ class TelegramSurface:
         connection_pool_size: int = 32,
     ) -> None:
         self.settings = settings
-        # One message a second per chat is Telegram's rule (the bot's pacer, plus _ChatGate
+        # One message a second per chat is Telegram's rule (the bot's pacer, plus a CallGate
         # for arrivals); groups' 20 a minute is kept by spacing previews (_GroupBudget).
         self.capabilities = SurfaceCapabilities(
             max_chars=MAX_CHARS,
@@ -243,8 +236,7 @@ class TelegramSurface:
         self._queues: dict[ConversationKey, deque[Inbound]] = {}
         self._lives: dict[ConversationKey, _Live] = {}
         self._budgets: dict[int, _GroupBudget] = {}
-        self._gates: dict[int, _ChatGate] = {}
-        self._spacing = min_edit_interval
+        self._calls: CallGate[int] = CallGate(min_edit_interval)  # message calls, per chat
         self._no_drafts: set[int] = set()
         self._draft_ids: dict[ConversationKey, int] = {}
         self._draft_counter = itertools.count(1)
@@ -491,22 +483,14 @@ class TelegramSurface:
         spaces the starts of calls, but Telegram counts arrivals, and a call that waited longer
         on the way (a queue for connections, a busy event loop) would otherwise arrive too close
         behind the one before. Only a finished call is known to have arrived."""
-        gate = self._gates.get(chat)
-        if gate is None:
-            gate = self._gates[chat] = _ChatGate()
-        async with gate.lock:
-            wait = max(gate.done + self._spacing, gate.not_before) - time.monotonic()
-            if wait > 0:
-                await anyio.sleep(wait)
+        async with self._calls.call(chat):
             if chat < 0:
                 self._budget(chat).record(time.monotonic())
             try:
                 return await _api(call())
             except RateLimited as exc:
-                gate.not_before = time.monotonic() + exc.retry_after
+                self._calls.penalize(chat, exc.retry_after)
                 raise
-            finally:
-                gate.done = time.monotonic()
 
     def _budget(self, chat: int) -> _GroupBudget:
         budget = self._budgets.get(chat)

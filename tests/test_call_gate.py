@@ -1,0 +1,106 @@
+"""The per-key call gate the Telegram and Slack surfaces share (surfaces/call_gate.py)."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from surfaces.call_gate import CallGate
+
+pytestmark = pytest.mark.anyio
+
+INTERVAL = 0.05
+
+
+async def test_the_next_call_starts_an_interval_after_the_previous_one_finished() -> None:
+    gate: CallGate[str] = CallGate(INTERVAL)
+    finished: list[float] = []
+    started: list[float] = []
+
+    async def slow_call() -> None:
+        async with gate.call("chat"):
+            started.append(time.monotonic())
+            await anyio.sleep(2 * INTERVAL)  # longer than the interval: starts alone would overlap
+            finished.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow_call)
+        tg.start_soon(slow_call)
+
+    assert len(started) == 2
+    assert started[1] - finished[0] >= INTERVAL
+
+
+async def test_a_penalty_holds_back_callers_already_queued() -> None:
+    gate: CallGate[str] = CallGate(0.0)
+    penalty = 4 * INTERVAL
+    penalized_at = 0.0
+    started: list[float] = []
+    inside = anyio.Event()
+
+    async def rate_limited() -> None:
+        nonlocal penalized_at
+        async with gate.call("chat"):
+            inside.set()
+            await anyio.sleep(INTERVAL)  # the others queue up meanwhile
+            penalized_at = time.monotonic()
+            gate.penalize("chat", penalty)
+
+    async def queued() -> None:
+        async with gate.call("chat"):
+            started.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rate_limited)
+        await inside.wait()
+        tg.start_soon(queued)
+        tg.start_soon(queued)
+
+    assert len(started) == 2
+    assert min(started) - penalized_at >= penalty
+
+
+async def test_keys_do_not_wait_for_each_other() -> None:
+    gate: CallGate[int] = CallGate(10.0)  # a second call on the same key would take 10 s
+    with anyio.fail_after(5):
+        for chat in range(5):
+            async with gate.call(chat):
+                pass
+        gate.penalize(99, 10.0)
+        async with gate.call(100):
+            pass
+
+
+async def test_an_exception_in_the_call_still_spaces_the_next_one() -> None:
+    gate: CallGate[str] = CallGate(INTERVAL)
+    with pytest.raises(RuntimeError):
+        async with gate.call("chat"):
+            failed_at = time.monotonic()
+            raise RuntimeError("the platform refused")
+    async with gate.call("chat"):
+        assert time.monotonic() - failed_at >= INTERVAL
+
+
+async def test_pruning_forgets_idle_keys_but_not_busy_or_penalized_ones() -> None:
+    gate: CallGate[str] = CallGate(0.0)
+    async with gate.call("idle"):
+        pass
+    gate.penalize("penalized", 10.0)
+    async with gate.call("busy"):
+        gate.prune()
+        assert len(gate) == 2  # "idle" is forgotten; "busy" is in a call, "penalized" must wait
+    gate.prune()
+    assert len(gate) == 1  # only "penalized" is left
+
+
+async def test_calls_prune_the_gate_by_themselves_every_so_often() -> None:
+    gate: CallGate[int] = CallGate(0.0, prune_every=INTERVAL)
+    for chat in range(10):
+        async with gate.call(chat):
+            pass
+    await anyio.sleep(INTERVAL)
+    async with gate.call(-1):
+        pass
+    assert len(gate) == 1
