@@ -131,7 +131,6 @@ class AcpRuntime:
         )
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
-        self.auth_methods: list[Any] = []
         self.auth_status = ""  # claude/codex announce it: "none" means not signed in
         self.handle.on_notification = self._on_notification
 
@@ -185,8 +184,6 @@ class AcpRuntime:
             self.agent_capabilities = caps if isinstance(caps, dict) else {}
             info = reply.result.get("agentInfo")
             self.agent_info = info if isinstance(info, dict) else {}
-            methods = reply.result.get("authMethods")
-            self.auth_methods = methods if isinstance(methods, list) else []
         return reply
 
     async def _drain_stderr(self) -> None:
@@ -232,6 +229,8 @@ class AcpRuntime:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    if pgid <= 1:  # not a group of ours: 0 is our own group, 1 and below reach everything
+        return False
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -242,6 +241,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 def _group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs. Zombies have exited: they only wait for
     whoever reaps orphans, which can be slow in a container."""
+    if pgid <= 1:
+        return False
     try:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
@@ -279,20 +280,10 @@ async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
         )
     except OSError as exc:
         raise AcpSpawnFailed(argv[0], f"could not be started ({exc.strerror or exc})") from exc
-    runtime = AcpRuntime(spec, process)
     log.info("started agent %s pid=%d in %s", spec.backend.name, process.pid, spec.workspace)
-    failure: Exception | None = None
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(runtime._drain_stderr)
-            tg.start_soon(runtime.handle.serve)
-            try:
-                yield runtime
-            except Exception as exc:  # re-raised below, outside the task group, unwrapped
-                failure = exc
-            finally:
-                await runtime.shutdown()
-                tg.cancel_scope.cancel()
+        async with serve_runtime(AcpRuntime(spec, process)) as runtime:
+            yield runtime
     finally:
         with anyio.CancelScope(shield=True):
             _signal_group(process.pid, signal.SIGKILL)
@@ -300,6 +291,24 @@ async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
                 await process.wait()
         await process.aclose()
         log.info("agent %s pid=%d stopped", spec.backend.name, process.pid)
+
+
+@asynccontextmanager
+async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
+    """Serve a started agent's pipes (stderr drain, JSON-RPC reader) for the body, then walk the
+    shutdown ladder. The process may be any `anyio.abc.Process`: a benchmark's in-process agent
+    uses the same runtime, handle and tasks as a spawned one."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runtime._drain_stderr)
+        tg.start_soon(runtime.handle.serve)
+        try:
+            yield runtime
+        except Exception as exc:  # re-raised below, outside the task group, unwrapped
+            failure = exc
+        finally:
+            await runtime.shutdown()
+            tg.cancel_scope.cancel()
     if failure is not None:
         raise failure
 

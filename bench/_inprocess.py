@@ -133,28 +133,19 @@ class Agent(Protocol):
 def opener_for(make_agent: Callable[[], Agent]) -> RuntimeOpener:
     """An opener for `BotApp(..., opener=...)`: `open_runtime` with the spawn replaced by
     `make_agent()`; the same runtime, handle and tasks."""
-    from acp.runtime import AcpRuntime
+    from acp.runtime import AcpRuntime, serve_runtime
 
     @asynccontextmanager
     async def open_in_process_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
         agent = make_agent()
-        runtime = AcpRuntime(spec, agent.process)
-        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(agent.run)
-            tg.start_soon(runtime._drain_stderr)
-            tg.start_soon(runtime.handle.serve)
             try:
-                yield runtime
-            except Exception as exc:  # re-raised below, outside the task group, unwrapped
-                failure = exc
+                # The shutdown ladder closes stdin (the agent exits by itself) and never signals
+                # the stand-in's pid -1.
+                async with serve_runtime(AcpRuntime(spec, agent.process)) as runtime:
+                    yield runtime
             finally:
-                with anyio.CancelScope(shield=True):
-                    await agent.process.stdin.aclose()  # EOF: the agent exits by itself
-                    with anyio.move_on_after(2.0):
-                        await agent.process.wait()
                 tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
 
     return open_in_process_runtime

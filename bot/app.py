@@ -114,43 +114,36 @@ class BotApp:
 
     async def on_event(self, event: Inbound | ChoiceAnswer) -> None:
         """Accept one event. Returns when it is queued or answered, not when its reply is done."""
-        handled = event.handled if isinstance(event, Inbound) else None
+        queued = False
         try:
-            await self._accept(event)
-        except BaseException:
-            if handled is not None:
-                handled.set()
-            raise
+            queued = await self._accept(event)
+        finally:
+            # A queued message's runner signals when its turn is done; anything else is done now.
+            if not queued and isinstance(event, Inbound) and event.handled is not None:
+                event.handled.set()
 
-    async def _accept(self, event: Inbound | ChoiceAnswer) -> None:
+    async def _accept(self, event: Inbound | ChoiceAnswer) -> bool:
+        """Handle the event; True when a message was queued for a turn."""
         surface = self._surfaces[event.key.surface]
-        handled = event.handled if isinstance(event, Inbound) else None
         if not self.access.may_chat(event.key.surface, event.user):
-            if handled is not None:
-                handled.set()
-            return  # strangers get nothing back
+            return False  # strangers get nothing back
         if not await self.store.claim_event(
             f"{event.key.surface}:{event.event_id}", self.settings.dedupe_ttl
         ):
             log.info("dropping a redelivered event %s", event.event_id)
-            if handled is not None:
-                handled.set()
-            return
+            return False
         if isinstance(event, ChoiceAnswer):
             await self.approvals.answer(event)
-            return
+            return False
         runner = self.runner(surface, event.key)
         parsed = parse_command(surface.capabilities.command_prefixes, event.text)
         if parsed is not None and parsed.command is not COMPACT:
-            try:
-                await self._command(runner, parsed, event)
-            finally:
-                if handled is not None:
-                    handled.set()
-            return
+            await self._command(runner, parsed, event)
+            return False
         if parsed is not None:  # /compact, however this surface spells it, is sent as /compact
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
+        return True
 
     async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
         command = parsed.command
@@ -243,18 +236,17 @@ class BotApp:
             await self._redeliver()
             for surface in surfaces:
                 surface.command_menu(command_menu())
-            inputs_done = anyio.Event()
 
             async def run_surfaces() -> None:
                 async with anyio.create_task_group() as surfaces_tg:
                     for surface in surfaces:
                         await surfaces_tg.start(surface.run, self.on_event)
                     task_status.started()
-                inputs_done.set()
+                stop.set()  # every input ended (a scripted terminal at EOF)
 
             async with anyio.create_task_group() as outer:
                 outer.start_soon(run_surfaces)
-                await _first_of(stop, inputs_done)
+                await stop.wait()
                 outer.cancel_scope.cancel()
             await self._wind_down()
             tg.cancel_scope.cancel()
@@ -299,14 +291,3 @@ class BotApp:
             async with self.open_reply(surface, entry.key) as reply:
                 if await reply.finish(entry.text):
                     await self.store.ledger_done(entry.entry_id)
-
-
-async def _first_of(*events: anyio.Event) -> None:
-    async with anyio.create_task_group() as tg:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            tg.cancel_scope.cancel()
-
-        for event in events:
-            tg.start_soon(wait, event)

@@ -28,9 +28,8 @@ from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notic
 from bot.doctor import run_doctor
 from bot.logs import configure_logging
 from bot.store import StoreError, open_store
-from bot.surface_registry import configured_surfaces, how_to_enable
+from bot.surface_registry import configured_surfaces, how_to_enable, terminal_surface
 from config import ConfigError, Settings, load_settings
-from surfaces import console
 from surfaces.base import Surface
 from surfaces.errors import SurfaceError
 
@@ -183,8 +182,8 @@ async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
 
 
 async def _chat(settings: Settings) -> int:
-    surface = console.create_surface()
-    if surface.interactive:
+    surface = terminal_surface()
+    if sys.stdin.isatty():
         _say(
             f"Chatting with the {settings.agent} agent in {settings.workspace}. "
             "/help lists commands; Ctrl-D quits."

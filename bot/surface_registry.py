@@ -60,5 +60,12 @@ def configured_surfaces(settings: Settings) -> list[Surface]:
     return surfaces
 
 
+def terminal_surface() -> Surface:
+    """The terminal on this process's stdin and stdout (`switchboard chat`)."""
+    from surfaces import console
+
+    return console.create_surface()
+
+
 def how_to_enable() -> list[str]:
     return [f"{entry.label}: {entry.enabled_by}" for entry in SURFACES]

@@ -39,13 +39,13 @@ class UserRef:
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
-    """One message a person sent."""
+    """One message a person sent to the bot. In groups the adapter forwards only what is
+    addressed to the bot (a mention, a reply, a command)."""
 
     key: ConversationKey
     user: UserRef
     text: str  # already stripped of the bot mention
     event_id: str  # the platform's id of this event, for de-duplication of redeliveries
-    reply_to_bot: bool = True  # in groups: mentioned or replying to the bot
     # Set by the bot once the turn that carried this message has finished (or it was dropped):
     # `on_event` returns as soon as the message is accepted, so a surface that must wait for the
     # reply (a scripted terminal) waits on this.

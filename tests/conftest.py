@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.mock_model import MockModelServer
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 
@@ -82,6 +84,13 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
     state = tmp_path / "agent-state"
     state.mkdir()
     return FakeAgent(log_path=tmp_path / "agent-log.jsonl", state_dir=state)
+
+
+@pytest.fixture(scope="module")
+def mock_model() -> Iterator[MockModelServer]:
+    """The loopback mock model API the real npm agents are pointed at."""
+    with MockModelServer() as server:
+        yield server
 
 
 @pytest.fixture

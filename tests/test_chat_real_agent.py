@@ -9,12 +9,11 @@ turn runs, so the prompt and the number go on consecutive stdin lines."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -28,24 +27,10 @@ from tests.fakes.mock_model import (
     MOCK_TOOL_OUTPUT_FILE,
     MockModelServer,
 )
+from tests.fakes.real_agents import argv_or_skip as _argv_or_skip
 
 BACKENDS = ("claude", "codex")
 NOT_RESTORED = "could not be restored"
-
-
-def _argv_or_skip(backend: str) -> list[str]:
-    argv = real_agents.agent_argv(backend)
-    if argv is None:
-        if os.environ.get("SWITCHBOARD_REQUIRE_REAL_AGENTS") == "1":
-            pytest.fail(f"{backend} agent is not installed; run tests/fakes/install_agents.sh")
-        pytest.skip(f"{backend} agent not installed (tests/fakes/install_agents.sh)")
-    return argv
-
-
-@pytest.fixture(scope="module")
-def mock_model() -> Iterator[MockModelServer]:
-    with MockModelServer() as server:
-        yield server
 
 
 class RealChat:

@@ -6,32 +6,16 @@ missing install fails instead of skipping."""
 
 from __future__ import annotations
 
-import os
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import real_agents
 from tests.fakes.mock_model import MOCK_TEXT, MOCK_TOOL_OUTPUT_FILE, MockModelServer
+from tests.fakes.real_agents import argv_or_skip as _argv_or_skip
 
 BACKENDS = ("claude", "codex")
-
-
-def _argv_or_skip(backend: str) -> list[str]:
-    argv = real_agents.agent_argv(backend)
-    if argv is None:
-        if os.environ.get("SWITCHBOARD_REQUIRE_REAL_AGENTS") == "1":
-            pytest.fail(f"{backend} agent is not installed; run tests/fakes/install_agents.sh")
-        pytest.skip(f"{backend} agent not installed (tests/fakes/install_agents.sh)")
-    return argv
-
-
-@pytest.fixture(scope="module")
-def mock_model() -> Iterator[MockModelServer]:
-    with MockModelServer() as server:
-        yield server
 
 
 def _counted_command(argv: list[str], spawn_log: Path) -> str:

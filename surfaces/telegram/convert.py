@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +102,6 @@ def inbound_from_update(
         user_ref(sender),
         text,
         str(update["update_id"]),
-        reply_to_bot=True,
     )
 
 
@@ -370,7 +369,3 @@ def _plain_inline(children: Sequence[Token]) -> str:
         elif token.type in ("text", "code_inline", "html_inline", "image"):
             parts.append(token.content)
     return "".join(parts).strip()
-
-
-def ids_in(values: Collection[str]) -> frozenset[str]:
-    return frozenset(value.strip() for value in values if value.strip())

@@ -331,3 +331,16 @@ def stop_agent(
         except OSError:
             pass
     return exited_after
+
+
+def argv_or_skip(backend: str) -> list[str]:
+    """The agent's argv for a test; a missing install skips, or fails where CI requires agents
+    (SWITCHBOARD_REQUIRE_REAL_AGENTS=1) so a broken install cannot pass as skipped tests."""
+    import pytest
+
+    argv = agent_argv(backend)
+    if argv is None:
+        if os.environ.get("SWITCHBOARD_REQUIRE_REAL_AGENTS") == "1":
+            pytest.fail(f"{backend} agent is not installed; run tests/fakes/install_agents.sh")
+        pytest.skip(f"{backend} agent not installed (tests/fakes/install_agents.sh)")
+    return argv
