@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 # Stopping must finish within 10 s: turns get this long to end with their partial output, then
 # are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
 SHUTDOWN_BUDGET = 4.0
+RESTART_NOTICE = (
+    "Your last request was interrupted when Switchboard restarted, before the reply was finished. "
+    "Send it again, or ask the agent to continue."
+)
 
 
 class BotApp:
@@ -91,19 +95,24 @@ class BotApp:
         async with open_reply(surface, key, self._pacers.for_chat(surface, key)) as reply:
             yield reply
 
-    async def finish_reply(self, reply: ReplyStream, key: ConversationKey, text: str) -> None:
+    async def finish_reply(
+        self, reply: ReplyStream, key: ConversationKey, text: str, *, turn_id: str | None = None
+    ) -> None:
         """The final text always reaches the person: it is in the ledger until delivered, and
-        a restart re-sends what a crash cut off."""
+        a restart re-sends what a crash cut off. With `turn_id`, this text answers that journalled
+        turn, which leaves the journal in the same store write."""
         entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time())
-        await self.store.ledger_put(entry)
+        await self.store.ledger_put(entry, closes_turn=turn_id)
         if await reply.finish(text):
             await self.store.ledger_done(entry.entry_id)
         else:
             await self.store.ledger_attempted(entry.entry_id)
 
-    async def deliver(self, surface: Surface, key: ConversationKey, text: str) -> None:
+    async def deliver(
+        self, surface: Surface, key: ConversationKey, text: str, *, turn_id: str | None = None
+    ) -> None:
         async with self.open_reply(surface, key) as reply:
-            await self.finish_reply(reply, key, text)
+            await self.finish_reply(reply, key, text, turn_id=turn_id)
 
     # ---- inbound --------------------------------------------------------------------------
     def runner(self, surface: Surface, key: ConversationKey) -> ChatRunner:
@@ -234,6 +243,7 @@ class BotApp:
             )
             tg.start_soon(self._reap_idle)
             await self._redeliver()
+            await self._tell_cut_off_turns()
             for surface in surfaces:
                 surface.command_menu(command_menu())
 
@@ -291,3 +301,20 @@ class BotApp:
             async with self.open_reply(surface, entry.key) as reply:
                 if await reply.finish(entry.text):
                     await self.store.ledger_done(entry.entry_id)
+
+    async def _tell_cut_off_turns(self) -> None:
+        """A turn still in the journal at start-up is one the process died in before its final
+        text reached the ledger (a clean stop delivers the partial output, which closes it). Its
+        conversation is told once: the notice goes through the ledger and closes the turn in the
+        same store write. Turns of surfaces not running now wait for them, or expire."""
+        for turn in await self.store.journal_open_turns():
+            surface = self._surfaces.get(turn.key.surface)
+            if surface is None:
+                continue
+            log.info(
+                "telling %s in %s that a restart cut off turn %s",
+                turn.requester,
+                turn.key,
+                turn.turn_id,
+            )
+            await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)

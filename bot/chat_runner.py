@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,6 +42,7 @@ from acp.session_handle import AcpRuntimeError
 from acp.types import UsageInfo
 from bot.conversation import Binding
 from bot.reply import ReplyStream
+from bot.store import JournalEntry
 from config import ConfigError, RetrySettings
 from surfaces.base import ConversationKey, Inbound, Surface, UserRef
 
@@ -53,6 +55,9 @@ CONTINUE_PROMPT = (
     "Your previous reply was cut off by an error. Continue exactly where you stopped, "
     "without repeating what you already wrote or redoing finished steps."
 )
+# A turn cut off by a restart is reported when its surface next runs; after a week unseen, the
+# notice would only confuse, so the journal entry expires.
+JOURNAL_TTL = 7 * 24 * 3600.0
 _jitter = random.SystemRandom()  # not the PID: every container is PID 1
 
 
@@ -409,7 +414,10 @@ class ChatRunner:
         requester = batch[0].user
         engine = self.engine
         self.turn_started = time.monotonic()
-        async with engine.open_reply(self.surface, self.key) as reply:
+        async with (
+            self._journalled(requester) as turn_id,
+            engine.open_reply(self.surface, self.key) as reply,
+        ):
             output = _ChatOutput(self, reply, requester)
             notice = ""
             try:
@@ -433,10 +441,25 @@ class ChatRunner:
                         reply,
                         self.key,
                         _join(output.text, "(stopped: Switchboard is shutting down)"),
+                        turn_id=turn_id,
                     )
                 raise
             final = _join(output.text, notice) or "The agent finished without writing a reply."
-            await engine.finish_reply(reply, self.key, final)
+            await engine.finish_reply(reply, self.key, final, turn_id=turn_id)
+
+    @asynccontextmanager
+    async def _journalled(self, requester: UserRef) -> AsyncIterator[str]:
+        """The turn is in the store's journal while it runs, so a restart after the process died
+        mid-turn can tell the person (`BotApp._tell_cut_off_turns`). Its final text normally
+        closes it (`finish_reply(turn_id=...)`); closing again here covers a turn that ended
+        without one, which no restart should report as cut off."""
+        turn = JournalEntry(uuid.uuid4().hex, self.key, requester.id, time.time())
+        await self.engine.store.journal_open(turn, JOURNAL_TTL)
+        try:
+            yield turn.turn_id
+        finally:
+            with anyio.CancelScope(shield=True):  # bounded by the store's busy timeout
+                await self.engine.store.journal_close(turn.turn_id)
 
     async def _run(self, text: str, output: _ChatOutput) -> AcpPromptStats:
         return await run_turn(

@@ -1,5 +1,5 @@
 """State that must outlive a turn or a restart: conversation bindings, inbound de-duplication keys,
-pending approval tokens and the delivery ledger.
+pending approval tokens, the delivery ledger and the journal of turns in flight.
 
 `StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
 SQLite one without touching callers:
@@ -14,7 +14,14 @@ A Redis version maps each call to one round trip: `claim_event` is `SET key 1 NX
 `put_approvals` writes each token (and a set per group) in one `MULTI` with `EXPIRE`;
 `take_approval` is a Lua script (or `WATCH`/`MULTI`) that reads the token and deletes every token of
 its group, so two replicas pressing the same button cannot both win; the ledger is a hash plus a
-sorted set scored by `created`.
+sorted set scored by `created`; the turn journal is a hash per turn (`journal:<turn id>`, with
+`EXPIRE ttl`) plus a sorted set of turn ids scored by `started`: `journal_open` writes both in one
+`MULTI`, `journal_close` removes both, `journal_open_turns` reads the set and skips (and removes)
+ids whose hash has expired. `ledger_put(entry, closes_turn=...)` adds the ledger entry and removes
+the turn in one `MULTI`.
+
+The schema is created on open, and a table added by a later version is created then too, so a
+state file written by an earlier version still opens.
 
 Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`.
 """
@@ -37,6 +44,7 @@ from config import ConfigError
 __all__ = [
     "ApprovalRecord",
     "DeliveryEntry",
+    "JournalEntry",
     "SqliteStateStore",
     "StateStore",
     "StoreError",
@@ -72,6 +80,17 @@ class DeliveryEntry:
     attempts: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """A turn in flight. It is opened when the turn starts and closed when the turn's final text
+    reaches the ledger, so an entry still open at start-up is a turn the process died in."""
+
+    turn_id: str
+    key: ConversationKey
+    requester: str  # the platform user id of the person who asked
+    started: float
+
+
 class StoreError(Exception):
     """The state store cannot be opened, read or written."""
 
@@ -102,7 +121,11 @@ class StateStore(Protocol):
 
     async def drop_approvals(self, group: str) -> None: ...
 
-    async def ledger_put(self, entry: DeliveryEntry) -> None: ...
+    async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:
+        """Keep `entry` until `ledger_done`. With `closes_turn`, that journalled turn is closed in
+        the same atomic write: a crash finds either the turn in flight or its final text, never
+        both, so a restart neither repeats nor loses the answer."""
+        ...
 
     async def ledger_done(self, entry_id: str) -> None: ...
 
@@ -111,6 +134,16 @@ class StateStore(Protocol):
         ...
 
     async def ledger_attempted(self, entry_id: str) -> None: ...
+
+    async def journal_open(self, entry: JournalEntry, ttl: float) -> None: ...
+
+    async def journal_close(self, turn_id: str) -> None:
+        """Remove the turn from the journal; closing an unknown or closed turn does nothing."""
+        ...
+
+    async def journal_open_turns(self) -> list[JournalEntry]:
+        """Turns still in flight, oldest first."""
+        ...
 
     async def check_writable(self) -> None:
         """Raise StoreError unless a write succeeds."""
@@ -138,6 +171,10 @@ CREATE TABLE IF NOT EXISTS ledger (
     text TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS journal (
+    turn_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    requester TEXT NOT NULL, started REAL NOT NULL, expires REAL NOT NULL
+);
 """
 
 
@@ -227,6 +264,7 @@ class SqliteStateStore:
             return
         conn.execute("DELETE FROM events WHERE expires <= ?", (now,))
         conn.execute("DELETE FROM approvals WHERE expires <= ?", (now,))
+        conn.execute("DELETE FROM journal WHERE expires <= ?", (now,))
         self._last_purge = now
 
     # -- bindings ---------------------------------------------------------------------------
@@ -302,15 +340,20 @@ class SqliteStateStore:
 
     # -- delivery ledger --------------------------------------------------------------------
 
-    async def ledger_put(self, entry: DeliveryEntry) -> None:
-        # An upsert, not REPLACE: the rowid (insertion order, the tie-break) is kept.
-        await self._execute(
-            "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE"
-            " SET surface = excluded.surface, chat = excluded.chat, thread = excluded.thread,"
-            " text = excluded.text, created = excluded.created, attempts = excluded.attempts",
-            (entry.entry_id, entry.key.surface, entry.key.chat, entry.key.thread, entry.text,
-             entry.created, entry.attempts),
-        )  # fmt: skip
+    async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            # An upsert, not REPLACE: the rowid (insertion order, the tie-break) is kept.
+            conn.execute(
+                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE"
+                " SET surface = excluded.surface, chat = excluded.chat, thread = excluded.thread,"
+                " text = excluded.text, created = excluded.created, attempts = excluded.attempts",
+                (entry.entry_id, entry.key.surface, entry.key.chat, entry.key.thread, entry.text,
+                 entry.created, entry.attempts),
+            )  # fmt: skip
+            if closes_turn is not None:
+                conn.execute("DELETE FROM journal WHERE turn_id = ?", (closes_turn,))
+
+        await self._run(op, write=True)
 
     async def ledger_done(self, entry_id: str) -> None:
         await self._execute("DELETE FROM ledger WHERE entry_id = ?", (entry_id,))
@@ -329,6 +372,33 @@ class SqliteStateStore:
         await self._execute(
             "UPDATE ledger SET attempts = attempts + 1 WHERE entry_id = ?", (entry_id,)
         )
+
+    # -- turn journal -----------------------------------------------------------------------
+
+    async def journal_open(self, entry: JournalEntry, ttl: float) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            self._maybe_purge(conn, now)
+            conn.execute(
+                "REPLACE INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (entry.turn_id, entry.key.surface, entry.key.chat, entry.key.thread,
+                 entry.requester, entry.started, now + ttl),
+            )  # fmt: skip
+
+        await self._run(op, write=True)
+
+    async def journal_close(self, turn_id: str) -> None:
+        await self._execute("DELETE FROM journal WHERE turn_id = ?", (turn_id,))
+
+    async def journal_open_turns(self) -> list[JournalEntry]:
+        def op(conn: sqlite3.Connection, now: float) -> list[JournalEntry]:
+            rows = conn.execute(
+                "SELECT turn_id, surface, chat, thread, requester, started FROM journal"
+                " WHERE expires > ? ORDER BY started, rowid",
+                (now,),
+            ).fetchall()
+            return [JournalEntry(r[0], _key(r, 1), r[4], r[5]) for r in rows]
+
+        return await self._run(op, write=False)
 
     # -- health and shutdown ----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from bot.store import (
     PURGE_INTERVAL,
     ApprovalRecord,
     DeliveryEntry,
+    JournalEntry,
     SqliteStateStore,
     StoreError,
     open_store,
@@ -247,6 +248,128 @@ async def test_the_ledger_lists_pending_entries_oldest_first_and_counts_attempts
     await store.ledger_done("early")
     await store.ledger_done("early")
     assert [e.entry_id for e in await store.ledger_pending()] == ["late"]
+
+
+# -- turn journal ----------------------------------------------------------------------------
+
+WEEK = 7 * 24 * 3600.0
+
+
+def turn(turn_id: str, key: ConversationKey = KEY, started: float = 100.0) -> JournalEntry:
+    return JournalEntry(turn_id, key, "u1", started)
+
+
+@pytest.mark.anyio
+async def test_the_journal_lists_open_turns_oldest_first_until_each_is_closed(
+    store: SqliteStateStore,
+) -> None:
+    assert await store.journal_open_turns() == []
+    await store.journal_open(turn("late", started=200.0), WEEK)
+    await store.journal_open(turn("early", OTHER, started=100.0), WEEK)
+    assert await store.journal_open_turns() == [
+        turn("early", OTHER, 100.0),
+        turn("late", KEY, 200.0),
+    ]
+
+    await store.journal_close("early")
+    await store.journal_close("early")
+    await store.journal_close("missing")  # a no-op, not an error
+    assert await store.journal_open_turns() == [turn("late", KEY, 200.0)]
+
+
+@pytest.mark.anyio
+async def test_a_final_text_entering_the_ledger_closes_its_turn_in_the_same_write(
+    store: SqliteStateStore,
+) -> None:
+    await store.journal_open(turn("t1"), WEEK)
+    await store.journal_open(turn("t2", OTHER), WEEK)
+    await store.ledger_put(DeliveryEntry("notice", KEY, "a notice, not the final", 5.0))
+    assert [t.turn_id for t in await store.journal_open_turns()] == ["t1", "t2"]
+
+    await store.ledger_put(DeliveryEntry("final", KEY, "the answer", 6.0), closes_turn="t1")
+    assert [t.turn_id for t in await store.journal_open_turns()] == ["t2"]
+    assert [e.entry_id for e in await store.ledger_pending()] == ["notice", "final"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_ledger_write_leaves_its_turn_open(
+    store: SqliteStateStore, tmp_path: Path
+) -> None:
+    await store.journal_open(turn("t1"), WEEK)
+    with sqlite3.connect(tmp_path / "state.db") as raw:  # another writer breaks the ledger
+        raw.execute("DROP TABLE ledger")
+    raw.close()
+    with pytest.raises(StoreError):
+        await store.ledger_put(DeliveryEntry("final", KEY, "the answer", 6.0), closes_turn="t1")
+    assert [t.turn_id for t in await store.journal_open_turns()] == ["t1"]
+
+
+@pytest.mark.anyio
+async def test_an_open_turn_expires_after_its_ttl_and_is_purged(
+    store: SqliteStateStore, clock: FakeClock, tmp_path: Path
+) -> None:
+    await store.journal_open(turn("old"), ttl=WEEK)
+    clock.advance(WEEK - 1)
+    assert [t.turn_id for t in await store.journal_open_turns()] == ["old"]
+    clock.advance(1)
+    assert await store.journal_open_turns() == []
+
+    clock.advance(PURGE_INTERVAL)
+    await store.journal_open(turn("new"), ttl=WEEK)
+    with sqlite3.connect(tmp_path / "state.db") as raw:
+        rows = raw.execute("SELECT turn_id FROM journal").fetchall()
+    raw.close()
+    assert rows == [("new",)]
+
+
+# The tables of the previous version (stop 7), which had no journal.
+PREVIOUS_SCHEMA = """
+CREATE TABLE bindings (
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    session_id TEXT NOT NULL, backend TEXT NOT NULL, workspace TEXT NOT NULL,
+    model TEXT NOT NULL, generation INTEGER NOT NULL,
+    PRIMARY KEY (surface, chat, thread)
+);
+CREATE TABLE events (event_key TEXT PRIMARY KEY, expires REAL NOT NULL);
+CREATE TABLE approvals (
+    token TEXT PRIMARY KEY, grp TEXT NOT NULL, option_id TEXT NOT NULL, requester TEXT NOT NULL,
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    created REAL NOT NULL, expires REAL NOT NULL
+);
+CREATE INDEX approvals_by_group ON approvals (grp);
+CREATE TABLE ledger (
+    entry_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+    text TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL
+);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO bindings VALUES ('telegram', '42', '7', 'sess-1', 'kiro', '/work/ws', 'm1', 3);
+INSERT INTO ledger VALUES ('e1', 'telegram', '42', '7', 'final answer', 5.0, 1);
+"""
+
+
+@pytest.mark.anyio
+async def test_a_state_file_of_the_previous_version_opens_keeps_its_data_and_gains_a_journal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as raw:
+        raw.executescript(PREVIOUS_SCHEMA)
+    raw.close()
+
+    store = SqliteStateStore(path)
+    try:
+        assert await store.get_binding(KEY) == BINDING
+        assert await store.ledger_pending() == [DeliveryEntry("e1", KEY, "final answer", 5.0, 1)]
+        assert await store.journal_open_turns() == []
+        await store.journal_open(turn("t1"), WEEK)
+    finally:
+        await store.aclose()
+
+    reopened = SqliteStateStore(path)
+    try:
+        assert await reopened.journal_open_turns() == [turn("t1")]
+    finally:
+        await reopened.aclose()
 
 
 # -- health, errors, opening -----------------------------------------------------------------

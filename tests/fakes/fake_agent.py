@@ -234,6 +234,14 @@ def _scenarios(dialect: str) -> dict[str, list[dict[str, Any]]]:
             {"stop": "end_turn", "usage": None},
         ],
         "AUTH": [{"error": {"code": -32000, "message": "Authentication required"}}],
+        # A reply that is visibly under way and then takes a minute: time to kill the client.
+        "SLOW_STREAM": [
+            {"chunk": "Working on it: "},
+            {"sleep": 0.3},
+            {"chunk": "first part, "},
+            {"sleep": 60},
+            {"chunk": "and the rest."},
+        ],
     }
 
 
