@@ -605,7 +605,11 @@ class AcpClient:
         )
         session_id = result.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
-            raise AcpError("The agent started a session without giving it an id.", kind="protocol")
+            raise AcpError(
+                "The agent started a session without giving it an id, which ACP requires; "
+                "check that the agent command runs an ACP agent with `switchboard doctor`.",
+                kind="protocol",
+            )
         return await self._adopt(session_id, result, model)
 
     async def load_session(

@@ -130,7 +130,11 @@ async def _stream(
             elif kind is EventKind.TOOL_CALL:
                 attempt.activity = True
             await output.on_event(event)
-    raise AcpError("The agent ended the turn without saying how.", kind="protocol")
+    raise AcpError(
+        "The agent ended the turn without saying how (no ACP stop reason); send the message "
+        "again, and if it keeps happening, check that the agent speaks ACP.",
+        kind="protocol",
+    )
 
 
 async def run_turn(

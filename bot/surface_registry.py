@@ -91,5 +91,7 @@ def surfaces_nobody_can_use(settings: Settings) -> list[NobodyAllowed]:
     for entry in SURFACES:
         access: SurfaceAccess = getattr(settings, entry.name)
         if entry.is_configured(settings) and access.nobody_allowed:
-            found.append(NobodyAllowed(entry.label, f"SWITCHBOARD_{entry.name.upper()}__ALLOWED_USERS"))
+            found.append(
+                NobodyAllowed(entry.label, f"SWITCHBOARD_{entry.name.upper()}__ALLOWED_USERS")
+            )
     return found
