@@ -2,7 +2,8 @@
 
 ::
 
-    AcpError                    .transient = the retry verdict, .kind = the catalogue class
+    AcpError                    .transient = the retry verdict, .kind = the catalogue class,
+                                .retries = automatic retries the ladder spent before giving up
     ├── AcpTimeoutError         .partial_output
     ├── AcpPermissionNeeded     tool approval required and nobody can answer
     ├── AcpProcessDied          .ambiguous_delivery (died after the prompt may have been consumed)

@@ -67,7 +67,7 @@ def _plan(backend: Backend, argv: Sequence[str]) -> GatePlan:
             if flag in backend.trusting_flags:
                 raise ToolGateUnroutable(
                     agent,
-                    f"its command line has {flag}, which lets it run tools without asking",
+                    f"its command line has {flag}",
                     f"remove {flag} from the agent command",
                 )
         return GatePlan()

@@ -309,3 +309,28 @@ async def test_run_warns_on_stderr_that_nobody_can_use_a_surface_and_keeps_runni
         "Warning: Telegram is configured but SWITCHBOARD_TELEGRAM__ALLOWED_USERS is empty: "
         "nobody can use it." in stderr
     )
+
+
+def test_doctor_says_where_the_stderr_of_an_agent_that_dies_at_start_is(run_cli, fake_agent):
+    command = fake_agent.command("--stderr-on-start", "fatal: no config", "--exit-on-start", "3")
+    result = run_cli("doctor", "--agent-command", command)
+    assert result.returncode == 1
+    (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert failed == (
+        "FAIL agent starts: the agent process stopped before it was ready (exit code 3); "
+        "its last stderr lines are in the log above"
+    )
+    assert any("fatal: no config" in w for w in logged(result.stderr))
+
+
+def test_doctor_names_the_request_an_agent_stuck_at_start_did_not_answer(run_cli, fake_agent):
+    result = run_cli(
+        "doctor",
+        "--agent-command",
+        fake_agent.command("--init-hang"),
+        env={"SWITCHBOARD_INITIALIZE_TIMEOUT": "1"},
+    )
+    assert result.returncode == 1
+    (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert "did not answer initialize within 1 s" in failed
+    assert any("did not answer initialize" in w for w in logged(result.stderr))
