@@ -28,11 +28,10 @@ from acp.errors import (
     AcpPromptBusy,
     AcpTimeoutError,
     AcpToolGateUnroutable,
-    _with_request_id,
 )
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
-from acp.tool_gate import GatePlan, ToolGateUnroutable, find_mode_switch
+from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
 from acp.types import AcpEvent, PendingPermission
 
 __all__ = [
@@ -148,6 +147,8 @@ _RE_GENERATE_FAILED = re.compile(
 _RE_SLASH_COMMAND = re.compile(r"(?<![\w/.~-])/(?!compact\b)[A-Za-z][\w-]*(?![\w/.])")
 _RE_CLAUSE_BREAK = re.compile(r"(\s+·\s+|(?<=[.!?;])\s+)")
 _RE_POLICY = re.compile(r"\bcyberPolicy\b|misalignmentPolicyViolation", re.I)
+# Not a class we know, so the agent's words are quoted as its own and not retried.
+_UNKNOWN_ADVICE = "Send the message again; if the error repeats, start a new conversation."
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +163,9 @@ class _Parts:
 class _Verdict:
     kind: str
     transient: bool
-    text: str
+    text: str  # what happened; with `advice`, without its final full stop
     model: str = ""
+    advice: str = ""  # what to do, when the retries spent are to be told between the two
 
 
 def _split_error(error: dict[str, Any]) -> _Parts:
@@ -307,30 +309,30 @@ def _classify(
         return _Verdict(
             "model_capacity",
             True,
-            f"The model '{unavailable_model}' is temporarily unavailable. Try again shortly, or "
-            "choose another model.",
+            f"The model '{unavailable_model}' is temporarily unavailable",
+            advice="Try again shortly, or choose another model.",
         )
     if _RE_MODEL_CAPACITY.search(text):
         return _Verdict(
             "model_capacity",
             True,
-            "The selected model is temporarily unavailable. Try again shortly, or choose "
-            "another model.",
+            "The selected model is temporarily unavailable",
+            advice="Try again shortly, or choose another model.",
         )
     if _RE_THROTTLE.search(text):
         return _Verdict(
             "throttled",
             True,
-            "The model service is throttling requests (rate limit) and kept doing so through "
-            "automatic retries. Wait a minute and try again, or choose another model.",
+            "The model service is throttling requests (rate limit)",
+            advice="Wait a minute and try again, or choose another model.",
         )
     if _RE_CREDENTIAL_PROPAGATION.search(text):
         return _Verdict(
             "credential_propagation",
             True,
-            "The model service rejected the agent's credentials, which usually passes shortly "
-            "after they are issued. Try again in a minute; if it persists, refresh the agent's "
-            "credentials.",
+            "The model service rejected the agent's credentials",
+            advice="That usually passes shortly after they are issued: try again in a minute, "
+            "and if it persists, refresh the agent's credentials.",
         )
     if parts.code == -32000 or _RE_AUTH.search(text):
         return _Verdict("auth", False, "")
@@ -338,21 +340,22 @@ def _classify(
         return _Verdict(
             "connection",
             True,
-            "The agent could not reach its model service (connection failure), even after "
-            "retrying. Check the agent host's network or the model endpoint, then try again.",
+            "The agent could not reach its model service (connection failure)",
+            advice="Check the agent host's network or the model endpoint, then try again.",
         )
     if _RE_GENERATE_FAILED.search(text):
         return _Verdict(
             "generate_failed",
             True,
-            "The model service momentarily failed to produce a response, also on retry. Try again.",
+            "The model service failed to produce a response",
+            advice="Try again.",
         )
     if _RE_SERVER.search(text):
         return _Verdict(
             "server_error",
             True,
-            "The model service had a temporary server error (5xx or overloaded), also on "
-            "retry. Try again later; if it recurs, choose another model.",
+            "The model service had a temporary server error (5xx or overloaded)",
+            advice="Try again later; if it recurs, choose another model.",
         )
     if _RE_POLICY.search(text):
         return _Verdict(
@@ -362,7 +365,12 @@ def _classify(
             "start a new conversation.",
         )
     if shown:
-        return _Verdict("unknown", False, f"The agent reported an error: {shown.rstrip('.')}.")
+        return _Verdict(
+            "unknown",
+            False,
+            f'The agent reported an error: "{shown}"',
+            advice=_UNKNOWN_ADVICE,
+        )
     shown_error = dict(error)
     if isinstance(error.get("data"), dict):  # coded kinds are for us, not for people
         coded = ("errorKind", "codexErrorInfo")
@@ -370,7 +378,12 @@ def _classify(
     raw = _RE_SLASH_COMMAND.sub(
         "[command removed]", redact_links(json.dumps(shown_error, ensure_ascii=False))
     )[:500]
-    return _Verdict("unknown", False, f"The agent reported an error it did not explain: {raw}.")
+    return _Verdict(
+        "unknown",
+        False,
+        f"The agent reported an error it did not explain: {raw}",
+        advice=_UNKNOWN_ADVICE,
+    )
 
 
 def _acp_error_from(
@@ -407,7 +420,8 @@ def _acp_error_from(
         )
     else:
         exc = AcpError(
-            _with_request_id(verdict.text, parts.request_id),
+            verdict.text,
+            advice=verdict.advice,
             kind=verdict.kind,
             transient=verdict.transient,
             code=code,
@@ -591,7 +605,11 @@ class AcpClient:
         )
         session_id = result.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
-            raise AcpError("The agent started a session without giving it an id.", kind="protocol")
+            raise AcpError(
+                "The agent started a session without giving it an id, which ACP requires; "
+                "check that the agent command runs an ACP agent with `switchboard doctor`.",
+                kind="protocol",
+            )
         return await self._adopt(session_id, result, model)
 
     async def load_session(
@@ -618,16 +636,19 @@ class AcpClient:
         session = AcpSession(self, session_id, result)
         self.sessions[session_id] = session
         if self.gate.enforced and self.gate.mode:
+            agent = describe_agent(self.backend, self.runtime.spec.argv)
             try:
-                switch = find_mode_switch(self.backend.label, session_id, result, self.gate.mode)
+                switch = find_mode_switch(agent, session_id, result, self.gate.mode)
             except ToolGateUnroutable as exc:
                 raise AcpToolGateUnroutable(exc) from exc
             reply = await self.runtime.call(switch.method, switch.params)
             if reply.error is not None:
                 raise AcpToolGateUnroutable(
                     ToolGateUnroutable(
-                        self.backend.label,
-                        f"the agent refused to switch to mode {self.gate.mode!r}",
+                        agent,
+                        f"it refused to switch to the session mode {self.gate.mode!r}, the one "
+                        "that asks before every tool call",
+                        "check the agent's own settings for what blocks that mode",
                     )
                 )
         if model and model != session.model:

@@ -2,7 +2,8 @@
 
 ::
 
-    AcpError                    .transient = the retry verdict, .kind = the catalogue class
+    AcpError                    .transient = the retry verdict, .kind = the catalogue class,
+                                .retries = automatic retries the ladder spent before giving up
     ├── AcpTimeoutError         .partial_output
     ├── AcpPermissionNeeded     tool approval required and nobody can answer
     ├── AcpProcessDied          .ambiguous_delivery (died after the prompt may have been consumed)
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from acp.session_handle import NEXT_STEP
 from acp.tool_gate import ToolGateUnroutable
 
 
@@ -30,11 +32,24 @@ def _with_request_id(text: str, request_id: str) -> str:
     return f"{text} (request id: {request_id})"
 
 
+def retries_clause(retries: int) -> str:
+    """Said only when the ladder really retried: the count is the ladder's own."""
+    if retries <= 0:
+        return ""
+    return (
+        f" and kept doing so through {retries} automatic {'retry' if retries == 1 else 'retries'}"
+    )
+
+
 class AcpError(Exception):
+    """`what` says what happened; `advice`, when given, what to do. With advice, the retries the
+    ladder spent (`retries`, set by whoever retried) are told between the two."""
+
     def __init__(
         self,
-        text: str,
+        what: str,
         *,
+        advice: str = "",
         kind: str = "unknown",
         transient: bool = False,
         code: int | None = None,
@@ -42,14 +57,27 @@ class AcpError(Exception):
         request_id: str = "",
         partial_output: str = "",
     ) -> None:
-        self.text = text
+        self.what = what
+        self.advice = advice
+        self.retries = 0
         self.kind = kind
         self.transient = transient
         self.code = code
         self.raw_error = raw_error
         self.request_id = request_id
         self.partial_output = partial_output
-        super().__init__(text)
+        super().__init__(what)
+
+    @property
+    def text(self) -> str:
+        if self.advice:
+            sentence = f"{self.what}{retries_clause(self.retries)}. {self.advice}"
+        else:
+            sentence = self.what
+        return _with_request_id(sentence, self.request_id)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class AcpTimeoutError(AcpError):
@@ -90,18 +118,22 @@ class AcpProcessDied(AcpError):
         self.stderr_tail = stderr_tail
         status = "" if returncode is None else f" (exit code {returncode})"
         if ambiguous_delivery:
-            what = (
-                "after it had started working on the request, so it was not sent again; "
-                "check what it did, then ask it to continue"
+            # Earlier respawns are not this story: the request itself was not sent again.
+            super().__init__(
+                f"The agent process stopped unexpectedly{status} after it had started working "
+                "on the request, so it was not sent again: check what it did, then ask it to "
+                "continue. If it keeps stopping, check its command with `switchboard doctor`.",
+                kind="process_died",
+                partial_output=partial_output,
             )
         else:
-            what = "before it answered; if this keeps happening, check the agent's logs"
-        super().__init__(
-            f"The agent process stopped unexpectedly{status} {what}.",
-            kind="process_died",
-            transient=not ambiguous_delivery,
-            partial_output=partial_output,
-        )
+            super().__init__(
+                f"The agent process stopped unexpectedly{status} before it answered",
+                advice=NEXT_STEP,
+                kind="process_died",
+                transient=True,
+                partial_output=partial_output,
+            )
 
 
 class AcpAuthRequired(AcpError):
@@ -117,11 +149,8 @@ class AcpAuthRequired(AcpError):
         self.backend_label = backend_label
         self.sign_in = sign_in
         super().__init__(
-            _with_request_id(
-                f"{backend_label} is not signed in to its model service: {sign_in}, then try "
-                "again. Retrying or switching models will not help.",
-                request_id,
-            ),
+            f"{backend_label} is not signed in to its model service: {sign_in}, then try "
+            "again. Retrying or switching models will not help.",
             kind="auth",
             code=code,
             raw_error=raw_error,
@@ -133,9 +162,9 @@ class AcpToolGateUnroutable(AcpError):
     def __init__(self, cause: ToolGateUnroutable) -> None:
         self.cause = cause
         super().__init__(
-            f"Switchboard will not start {cause.backend}: {cause.reason}, so tools could run "
-            "without anybody approving them. Configure the agent to ask before using tools, or "
-            "set SWITCHBOARD_ALLOW_UNGATED_TOOLS=true to accept that risk.",
+            f"Switchboard will not start {cause.agent}, because {cause.reason}, so its tools "
+            f"could run without anybody approving them; {cause.fix}, or set "
+            "SWITCHBOARD_ALLOW_UNGATED_TOOLS=true to accept that risk.",
             kind="tool_gate",
         )
 
@@ -165,7 +194,7 @@ class AcpModelUnavailable(AcpError):
         else:
             tail = "; choose another model the agent offers."
         super().__init__(
-            _with_request_id(lead + tail, request_id),
+            lead + tail,
             kind="model_unavailable",
             code=code,
             raw_error=raw_error,
@@ -176,8 +205,9 @@ class AcpModelUnavailable(AcpError):
 class AcpPromptBusy(AcpError):
     def __init__(self, *, code: int | None = None, raw_error: dict[str, Any] | None = None) -> None:
         super().__init__(
-            "The agent is still busy with an earlier request in this conversation; that clears "
-            "by itself, so try again in a moment. If it persists, start a new conversation.",
+            "The agent is still busy with an earlier request in this conversation",
+            advice="That clears by itself, so try again in a moment; if it persists, start a new "
+            "conversation.",
             kind="prompt_busy",
             transient=True,
             code=code,

@@ -24,9 +24,11 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from acp._dispatch import redact
 from acp.backends import Backend
 from acp.session_handle import (
     DEFAULT_MAX_LINE_BYTES,
+    AcpRequestTimeout,
     AcpRuntimeDead,
     AcpRuntimeError,
     RpcReply,
@@ -132,6 +134,7 @@ class AcpRuntime:
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
         self.auth_status = ""  # claude/codex announce it: "none" means not signed in
+        self.stopping = False  # set once shutdown begins: an exit after that is expected
         self.handle.on_notification = self._on_notification
 
     def _on_notification(self, method: str, params: Any) -> None:
@@ -165,9 +168,19 @@ class AcpRuntime:
             raise AcpWorkspaceBindingError(self.workspace, requested)
 
     async def call(self, method: str, params: Any, *, timeout: float | None = None) -> RpcReply:
-        return await self.handle.call(
-            method, params, timeout=self.spec.request_timeout if timeout is None else timeout
-        )
+        try:
+            return await self.handle.call(
+                method, params, timeout=self.spec.request_timeout if timeout is None else timeout
+            )
+        except AcpRequestTimeout as exc:
+            self._log_stderr_tail(f"did not answer {method} within {exc.timeout:g} s")
+            raise
+
+    def _log_stderr_tail(self, what: str) -> None:
+        """The error a person reads points here: the agent's own words about what went wrong."""
+        tail = self.stderr.text()
+        said = f"; its last stderr lines:\n{redact(tail)}" if tail.strip() else "; no stderr"
+        log.warning("agent %s pid=%d %s%s", self.backend.name, self.pid, what, said)
 
     async def initialize(self) -> RpcReply:
         params = {
@@ -202,10 +215,15 @@ class AcpRuntime:
         with anyio.move_on_after(1.0):
             await self.process.wait()
         await anyio.lowlevel.checkpoint()  # let the stderr drain pick up the last words
+        if not self.stopping:
+            code = self.process.returncode
+            status = "" if code is None else f" (exit code {code})"
+            self._log_stderr_tail(f"stopped unexpectedly{status}")
         return AcpRuntimeDead(self.process.returncode, self.stderr.text())
 
     async def shutdown(self) -> None:
         """close stdin -> wait -> SIGTERM the group -> SIGKILL the group. Bounded and shielded."""
+        self.stopping = True
         with anyio.CancelScope(shield=True):
             stdin = self.process.stdin
             if stdin is not None:

@@ -29,6 +29,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from acp._dispatch import redact_links
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -44,21 +46,28 @@ class AcpRuntimeError(Exception):
     """Root of the process/transport failures."""
 
 
+# What to do about an agent that died or went quiet; the runtime logs its stderr tail at WARNING.
+NEXT_STEP = (
+    "Check its command with `switchboard doctor`; the agent's last stderr lines are in "
+    "Switchboard's log."
+)
+
+
 class AcpRuntimeDead(AcpRuntimeError):
     def __init__(self, returncode: int | None = None, stderr_tail: str = "") -> None:
         self.returncode = returncode
         self.stderr_tail = stderr_tail
         status = "" if returncode is None else f" (exit code {returncode})"
         last = stderr_tail.strip().splitlines()[-1:] if stderr_tail.strip() else []
-        said = f"; its last words: {last[0][:300]}" if last else ""
-        super().__init__(f"The agent process stopped unexpectedly{status}{said}.")
+        said = f"; its last words: {redact_links(last[0][:300])}" if last else ""
+        super().__init__(f"The agent process stopped unexpectedly{status}{said}. {NEXT_STEP}")
 
 
 class AcpRequestTimeout(AcpRuntimeError):
     def __init__(self, method: str, timeout: float) -> None:
         self.method = method
         self.timeout = timeout
-        super().__init__(f"The agent did not answer {method} within {timeout:g} s.")
+        super().__init__(f"The agent did not answer {method} within {timeout:g} s. {NEXT_STEP}")
 
 
 @dataclass(slots=True)

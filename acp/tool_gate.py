@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from acp.backends import Backend, GateRoute
@@ -18,12 +19,20 @@ log = logging.getLogger(__name__)
 
 
 class ToolGateUnroutable(Exception):
-    """This backend, as configured, can run tools that nobody approved."""
+    """This agent, as configured, can run tools that nobody approved. `agent` names it as the
+    operator configured it, `reason` says why, `fix` what the operator can change."""
 
-    def __init__(self, backend: str, reason: str) -> None:
-        self.backend = backend
+    def __init__(self, agent: str, reason: str, fix: str) -> None:
+        self.agent = agent
         self.reason = reason
-        super().__init__(f"{backend}: {reason}")
+        self.fix = fix
+        super().__init__(f"{agent}: {reason}")
+
+
+def describe_agent(backend: Backend, argv: Sequence[str]) -> str:
+    """The agent as the operator configured it: its executable and the preset it is run as."""
+    executable = Path(argv[0]).name if argv and argv[0] else backend.label
+    return f"{executable} (the {backend.name} preset)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,27 +53,30 @@ def plan_tool_gate(backend: Backend, argv: Sequence[str], *, allow_ungated: bool
         log.warning(
             "tool approval is OFF for %s (%s): the agent may run tools nobody approved, "
             "because allow_ungated_tools is set",
-            backend.label,
+            exc.agent,
             exc.reason,
         )
         return GatePlan(enforced=False)
 
 
 def _plan(backend: Backend, argv: Sequence[str]) -> GatePlan:
+    agent = describe_agent(backend, argv)
     if backend.gate_route is GateRoute.FLAGS:
         for arg in argv[1:]:
             flag = arg.split("=", 1)[0]
             if flag in backend.trusting_flags:
                 raise ToolGateUnroutable(
-                    backend.label,
-                    f"its command line has {flag}, so tools run without asking",
+                    agent,
+                    f"its command line has {flag}",
+                    f"remove {flag} from the agent command",
                 )
         return GatePlan()
     if backend.gate_route is GateRoute.MODE:
         return GatePlan(mode=backend.gate_mode)
     raise ToolGateUnroutable(
-        backend.label,
-        "it is not known to ask before every tool call",
+        agent,
+        "that preset cannot be made to ask before every tool call",
+        "use a preset that can be (--agent kiro, claude or codex) if the agent is one of those",
     )
 
 
@@ -77,7 +89,7 @@ class ModeSwitch:
 
 
 def find_mode_switch(
-    backend_label: str, session_id: str, session_result: dict[str, Any], mode: str
+    agent: str, session_id: str, session_result: dict[str, Any], mode: str
 ) -> ModeSwitch:
     """Read the session/new result; raise ToolGateUnroutable when the agent lacks `mode`."""
     for option in session_result.get("configOptions") or ():
@@ -99,6 +111,7 @@ def find_mode_switch(
         if mode in ids:
             return ModeSwitch("session/set_mode", {"sessionId": session_id, "modeId": mode})
     raise ToolGateUnroutable(
-        backend_label,
-        f"the agent does not offer the mode {mode!r} that asks before every tool call",
+        agent,
+        f"it does not offer the session mode {mode!r}, the one that asks before every tool call",
+        "use a version of the agent that offers that mode",
     )

@@ -35,6 +35,8 @@ def agent_plan(settings: Settings) -> tuple[RuntimeSpec, GatePlan]:
             f"the {backend.name} agent has no default command; set the command line to start it",
         )
     workspace = Path(settings.workspace).expanduser()
+    if not workspace.exists():
+        raise ConfigError("SWITCHBOARD_WORKSPACE", f"{workspace} does not exist")
     if not workspace.is_dir():
         raise ConfigError("SWITCHBOARD_WORKSPACE", f"{workspace} is not a directory")
     try:

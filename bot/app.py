@@ -218,7 +218,12 @@ class BotApp:
             prefix = runner.surface.capabilities.command_prefixes[0]
             return "Models: " + ", ".join(shown) + f"\nSwitch with {prefix}model ID."
         if session.models and wanted not in session.models:
-            return f"The agent does not offer {wanted!r}. Models: " + ", ".join(session.models)
+            prefix = runner.surface.capabilities.command_prefixes[0]
+            offered = ", ".join(session.models)
+            return (
+                f"The agent does not offer {wanted!r}; switch with {prefix}model and one of: "
+                f"{offered}."
+            )
         await session.set_model(wanted)
         binding = await self.store.get_binding(runner.key)
         if binding is not None:

@@ -135,7 +135,11 @@ async def _stream(
             elif kind is EventKind.TOOL_CALL:
                 attempt.activity = True
             await output.on_event(event)
-    raise AcpError("The agent ended the turn without saying how.", kind="protocol")
+    raise AcpError(
+        "The agent ended the turn without saying how (no ACP stop reason); send the message "
+        "again, and if it keeps happening, check that the agent speaks ACP.",
+        kind="protocol",
+    )
 
 
 async def run_turn(
@@ -159,6 +163,7 @@ async def run_turn(
             shown += attempt.text
             if exc.ambiguous_delivery or attempt.activity or reconnects_used >= policy.reconnects:
                 exc.partial_output = shown
+                exc.retries = reconnects_used
                 raise
             reconnects_used += 1
             log.info("agent died before answering; respawning (%d)", reconnects_used)
@@ -171,15 +176,15 @@ async def run_turn(
                 raise
             if isinstance(exc, AcpPromptBusy):
                 if busy_used >= policy.busy_retries:
+                    exc.retries = busy_used
                     raise
                 busy_used += 1
                 delay = policy.base_delay * 0.75
             else:
-                if transient_used >= policy.transient_retries:
+                if transient_used >= policy.transient_retries or continued:
+                    exc.retries = transient_used
                     raise
-                if attempt.activity or continued:
-                    if continued:
-                        raise
+                if attempt.activity:
                     continued = True
                     prompt = CONTINUE_PROMPT
                 transient_used += 1

@@ -4,10 +4,12 @@ clear sentence on stderr and gets a non-zero exit code — never a traceback."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import anyio
 
@@ -15,6 +17,7 @@ from acp import (
     AcpClient,
     AcpError,
     AcpEvent,
+    AcpModelUnavailable,
     AcpPermissionNeeded,
     AcpRuntimeError,
     EventKind,
@@ -28,7 +31,12 @@ from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notic
 from bot.doctor import run_doctor
 from bot.logs import configure_logging
 from bot.store import StoreError, open_store
-from bot.surface_registry import configured_surfaces, how_to_enable, terminal_surface
+from bot.surface_registry import (
+    configured_surfaces,
+    how_to_enable,
+    surfaces_nobody_can_use,
+    terminal_surface,
+)
 from config import ConfigError, Settings, load_settings
 from surfaces.base import Surface
 from surfaces.errors import SurfaceError
@@ -39,6 +47,15 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+# The agent options and the settings they set: (argparse dest, Settings field, option as typed).
+_AGENT_OPTIONS = (
+    ("agent", "agent", "--agent"),
+    ("agent_command", "agent_command", "--agent-command"),
+    ("cwd", "workspace", "--cwd"),
+    ("timeout", "prompt_timeout", "--timeout"),
+    ("model", "model", "--model"),
+)
 
 
 def _add_agent_options(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="switchboard",
         description="Chat with ACP coding agents from chat platforms and the terminal.",
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"switchboard {importlib.metadata.version('switchboard')}",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="start every configured chat surface")
     chat = commands.add_parser(
@@ -86,13 +108,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
-    return load_settings(
-        agent=args.agent,
-        agent_command=args.agent_command,
-        workspace=args.cwd,
-        prompt_timeout=args.timeout,
-        model=args.model,
-    )
+    return load_settings(**{field: getattr(args, dest) for dest, field, _ in _AGENT_OPTIONS})
+
+
+def _as_typed(exc: ConfigError, args: argparse.Namespace) -> ConfigError:
+    """A bad value the person typed as an option is named by that option, then its setting."""
+    for dest, field, option in _AGENT_OPTIONS:
+        if exc.setting == f"SWITCHBOARD_{field.upper()}" and getattr(args, dest) is not None:
+            return ConfigError(exc.setting, exc.problem, option=option)
+    return exc
+
+
+class _HeldRecords(logging.Handler):
+    """Log records from before logging is configured (reading the settings decides the level)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def replay(self) -> None:
+        for record in self.records:
+            logger = logging.getLogger(record.name)
+            if logger.isEnabledFor(record.levelno):
+                logger.handle(record)
+
+
+@contextmanager
+def _holding_logs() -> Iterator[_HeldRecords]:
+    held = _HeldRecords()
+    root = logging.getLogger()
+    root.addHandler(held)
+    try:
+        yield held
+    finally:
+        root.removeHandler(held)
 
 
 def _say(message: str) -> None:
@@ -198,6 +250,8 @@ async def _run(settings: Settings) -> int:
         for line in how_to_enable():
             _say(f"  {line}")
         return EXIT_USAGE
+    for unusable in surfaces_nobody_can_use(settings):
+        _say(f"Warning: {unusable.warning()}")  # loud, whatever the log level; keeps running
     return await _serve(settings, surfaces)
 
 
@@ -217,12 +271,16 @@ def _first_leaf(exc: BaseException) -> BaseException:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        settings = _settings_from(args)
-    except ConfigError as exc:
-        _say(str(exc))
-        return EXIT_FAILED
+    with _holding_logs() as held:  # e.g. the config file's warnings, told once logging is set
+        try:
+            settings = _settings_from(args)
+        except ConfigError as exc:
+            configure_logging("warning")
+            held.replay()
+            _say(str(_as_typed(exc, args)))
+            return EXIT_FAILED
     configure_logging(settings.log_level)
+    held.replay()
     try:
         if args.command == "ask":
             return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")
@@ -241,7 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         if isinstance(leaf, SystemExit):
             raise
-        if isinstance(leaf, AcpError | AcpRuntimeError | ConfigError | StoreError | SurfaceError):
+        if isinstance(leaf, ConfigError):
+            _say(str(_as_typed(leaf, args)))
+        elif isinstance(leaf, AcpModelUnavailable) and args.model and leaf.model == args.model:
+            _say(f"Invalid --model (SWITCHBOARD_MODEL): {leaf}")
+        elif isinstance(leaf, AcpError | AcpRuntimeError | StoreError | SurfaceError):
             _say(str(leaf))
         else:
             log.debug("internal error", exc_info=leaf)

@@ -10,9 +10,10 @@ import anyio
 
 from acp import AcpAuthRequired, AcpClient, AcpError, open_runtime
 from acp.runtime import resolve_executable
-from acp.session_handle import AcpRuntimeError
+from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from bot.agent_sessions import agent_plan
 from bot.store import StoreError, open_store
+from bot.surface_registry import surfaces_nobody_can_use
 from config import ConfigError, Settings
 
 _TOKEN_SHAPES: dict[str, tuple[str, re.Pattern[str], str]] = {
@@ -62,8 +63,19 @@ async def _agent_checks(settings: Settings) -> list[Check]:
     except TimeoutError:
         checks.append(Check(False, "agent starts", "the agent did not answer in time"))
     except (AcpError, AcpRuntimeError) as exc:
-        checks.append(Check(False, "agent starts", str(exc)))
+        checks.append(Check(False, "agent starts", _start_failure(exc)))
     return checks
+
+
+def _start_failure(exc: AcpError | AcpRuntimeError) -> str:
+    """The runtime's own sentences send people here; doctor says where to look instead."""
+    logged = "its last stderr lines are in the log above"
+    if isinstance(exc, AcpRuntimeDead):
+        status = "" if exc.returncode is None else f" (exit code {exc.returncode})"
+        return f"the agent process stopped before it was ready{status}; {logged}"
+    if isinstance(exc, AcpRequestTimeout):
+        return f"the agent did not answer {exc.method} within {exc.timeout:g} s; {logged}"
+    return str(exc)
 
 
 async def _store_check(settings: Settings) -> Check:
@@ -90,6 +102,9 @@ def _surface_checks(settings: Settings) -> list[Check]:
             checks.append(Check(True, f"{label} token", f"{setting} looks right"))
         else:
             checks.append(Check(False, f"{label} token", f"{setting} should look like {form}"))
+    for unusable in surfaces_nobody_can_use(settings):
+        detail = f"{unusable.setting} is empty, so nobody can use it; set it to the user ids"
+        checks.append(Check(False, f"{unusable.label} access", detail))
     return checks
 
 

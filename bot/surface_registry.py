@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config import ConfigError, Settings
+from config.settings import SurfaceAccess
 from surfaces.base import Surface
 
 
@@ -69,3 +70,28 @@ def terminal_surface() -> Surface:
 
 def how_to_enable() -> list[str]:
     return [f"{entry.label}: {entry.enabled_by}" for entry in SURFACES]
+
+
+@dataclass(frozen=True, slots=True)
+class NobodyAllowed:
+    """A configured surface whose access lists name nobody: it would answer no one."""
+
+    label: str
+    setting: str  # the allowlist to fill in
+
+    def warning(self) -> str:
+        return (
+            f"{self.label} is configured but {self.setting} is empty: nobody can use it. "
+            "Set it to the platform user ids that may chat."
+        )
+
+
+def surfaces_nobody_can_use(settings: Settings) -> list[NobodyAllowed]:
+    found = []
+    for entry in SURFACES:
+        access: SurfaceAccess = getattr(settings, entry.name)
+        if entry.is_configured(settings) and access.nobody_allowed:
+            found.append(
+                NobodyAllowed(entry.label, f"SWITCHBOARD_{entry.name.upper()}__ALLOWED_USERS")
+            )
+    return found

@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import re
+import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,12 +28,15 @@ ENV_PREFIX = "SWITCHBOARD_"
 
 
 class ConfigError(Exception):
-    """A setting has a value Switchboard cannot use; names the setting."""
+    """A setting has a value Switchboard cannot use; names the setting, and the command-line
+    option too when the value came from one."""
 
-    def __init__(self, setting: str, problem: str) -> None:
+    def __init__(self, setting: str, problem: str, *, option: str = "") -> None:
         self.setting = setting
         self.problem = problem
-        super().__init__(f"Invalid setting {setting}: {problem}")
+        self.option = option
+        named = f"{option} ({setting})" if option else f"setting {setting}"
+        super().__init__(f"Invalid {named}: {problem}")
 
 
 def _split_ids(value: Any) -> Any:
@@ -63,6 +68,11 @@ class SurfaceAccess(BaseModel):
     admins: UserIds = []
 
     _split = field_validator("allowed_users", "approvers", "admins", mode="before")(_split_ids)
+
+    @property
+    def nobody_allowed(self) -> bool:
+        """No list names anyone, so nobody can use the surface (every role may chat)."""
+        return not (self.allowed_users or self.approvers or self.admins)
 
 
 class TelegramSettings(SurfaceAccess):
@@ -149,6 +159,15 @@ class Settings(BaseSettings):
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
 
+    @field_validator("agent_command")
+    @classmethod
+    def _splits_into_words(cls, value: str) -> str:
+        try:
+            shlex.split(value)
+        except ValueError as exc:  # an unbalanced quote or a trailing backslash
+            raise ValueError(f"cannot be split into words ({exc}); check its quotes") from exc
+        return value
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -175,7 +194,11 @@ class _JsonFileSource(PydanticBaseSettingsSource):
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            log.warning("config file %s does not exist; using defaults", path)
+            log.warning(
+                "config file %s (%sCONFIG) does not exist; using the environment and defaults",
+                path,
+                ENV_PREFIX,
+            )
             return {}
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             log.warning("config file %s is not valid JSON (%s); using defaults", path, exc)
@@ -183,11 +206,40 @@ class _JsonFileSource(PydanticBaseSettingsSource):
         if not isinstance(data, dict):
             log.warning("config file %s must hold a JSON object; using defaults", path)
             return {}
+        unknown = list(_unknown_keys(data, self.settings_cls))
+        if unknown:
+            log.warning(
+                "config file %s has unknown keys, which are ignored (check their spelling): %s",
+                path,
+                ", ".join(unknown),
+            )
         return data
+
+
+def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    """Dotted paths of the keys no setting reads, at any depth (`telegram.tokn`)."""
+    fields = model.model_fields
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            yield prefix + key
+            continue
+        nested = field.annotation
+        if isinstance(value, dict) and isinstance(nested, type) and issubclass(nested, BaseModel):
+            yield from _unknown_keys(value, nested, f"{prefix}{key}.")
 
 
 def _setting_name(loc: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def _problem(pydantic_message: str) -> str:
+    """pydantic's "Input should be greater than 0" reads as "must be greater than 0" after the
+    setting's name; a validator's own "Value error, ..." loses its prefix."""
+    message = pydantic_message.removeprefix("Value error, ")
+    if message.startswith("Input should be "):
+        return "must be " + message.removeprefix("Input should be ")
+    return message
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -196,7 +248,7 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(_setting_name(tuple(first["loc"])), first["msg"]) from exc
+        raise ConfigError(_setting_name(tuple(first["loc"])), _problem(first["msg"])) from exc
     except SettingsError as exc:  # a nested setting whose text is not JSON
         found = re.search(r'field "(\w+)"', str(exc))
         name = _setting_name((found.group(1),)) if found else f"{ENV_PREFIX}*"

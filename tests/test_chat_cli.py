@@ -227,8 +227,7 @@ def test_model_switches_through_set_config_option_when_the_agent_offers_config_o
 def test_an_unknown_model_id_is_refused_without_asking_the_agent(chat, fake_agent):
     result = chat(fake_agent, ["/model nope", "/status"], agent_opts=("--models", "a,b"))
     assert result.returncode == 0, result.stderr
-    assert "does not offer 'nope'" in result.stdout
-    assert "Models: a, b" in result.stdout
+    assert "does not offer 'nope'; switch with /model and one of: a, b." in result.stdout
     assert "Model: a\n" in result.stdout
     assert not fake_agent.frames_in("session/set_model")
     assert not fake_agent.frames_in("session/set_config_option")
@@ -468,6 +467,26 @@ def test_a_terminal_error_is_shown_in_the_chat_with_its_wording(chat, fake_agent
     assert result.stdout.count("abc12345") == 1
     assert result.stdout.endswith("Echo: next\n")
     assert len(fake_agent.frames_in("session/prompt")) == 2  # not retried
+
+
+def test_a_transient_error_in_the_chat_tells_the_retries_it_went_through(chat, fake_agent):
+    throttled = {"code": -32603, "message": "Internal error", "data": "ThrottlingException"}
+    result = chat(fake_agent, [script({"error": throttled}), "next"])
+    assert result.returncode == 0, result.stderr
+    assert (
+        "throttling requests (rate limit) and kept doing so through 3 automatic retries. Wait"
+        in (result.stdout)
+    )
+    assert result.stdout.endswith("Echo: next\n")
+
+
+def test_an_unknown_agent_error_in_the_chat_is_quoted_as_the_agents_words(chat, fake_agent):
+    error = {"code": -32099, "message": "Sandbox refused to start"}
+    result = chat(fake_agent, [script({"error": error})])
+    assert result.returncode == 0, result.stderr
+    assert 'The agent reported an error: "Sandbox refused to start". Send the message again' in (
+        result.stdout
+    )
 
 
 def test_a_kiro_refusal_shows_the_card_without_repeating_the_explanation(chat, fake_agent):

@@ -214,3 +214,48 @@ def test_a_slack_bot_token_without_a_mode_is_a_config_error_naming_slack(monkeyp
     with pytest.raises(ConfigError) as raised:
         load_settings()
     assert "SWITCHBOARD_SLACK" in str(raised.value) and "APP_TOKEN" in str(raised.value)
+
+
+def test_unknown_keys_in_the_config_file_are_named_at_every_depth(
+    config_file,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config_file(
+        {
+            "telgram": {"token": "x"},
+            "telegram": {"tokn": "", "allowed_users": "1"},
+            "retry": {"base_dealy": 1, "reconnects": 2},
+            "agent": "claude",
+        }
+    )
+    caplog.set_level(logging.WARNING, logger="config.settings")
+    settings = load_settings()
+    assert (settings.agent, settings.retry.reconnects) == ("claude", 2)  # known keys still apply
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.endswith("telgram, telegram.tokn, retry.base_dealy")
+
+
+def test_a_config_file_with_only_known_keys_warns_nothing(
+    config_file,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config_file({"telegram": {"token": "", "allowed_users": [1, 2]}, "model": "m"})
+    caplog.set_level(logging.WARNING, logger="config.settings")
+    load_settings()
+    assert not caplog.records
+
+
+def test_a_config_error_names_the_option_first_when_one_is_given() -> None:
+    error = ConfigError("SWITCHBOARD_PROMPT_TIMEOUT", "must be greater than 0", option="--timeout")
+    assert str(error) == "Invalid --timeout (SWITCHBOARD_PROMPT_TIMEOUT): must be greater than 0"
+    assert (error.setting, error.option) == ("SWITCHBOARD_PROMPT_TIMEOUT", "--timeout")
+
+
+def test_pydantic_wording_reads_as_what_the_value_must_be() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(prompt_timeout=-1)
+    assert caught.value.problem == "must be greater than 0"
+    with pytest.raises(ConfigError) as caught:
+        load_settings(agent_command='my-agent --name "half')
+    assert caught.value.setting == "SWITCHBOARD_AGENT_COMMAND"
+    assert caught.value.problem.startswith("cannot be split into words")

@@ -1033,9 +1033,30 @@ def test_model_capacity_never_echoes_kiros_model_command() -> None:
         assert "/model" not in text
 
 
-def test_throttling_says_it_was_retried_and_to_wait_or_pick_another_model() -> None:
+def test_throttling_says_to_wait_or_pick_another_model() -> None:
     text = _format_acp_error(kiro("ThrottlingException: Rate exceeded"))
     assert "throttling" in text and "another model" in text
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        kiro("ThrottlingException: Rate exceeded"),
+        kiro("ECONNRESET while calling the model"),
+        kiro("ServiceUnavailableException: Service unavailable"),
+        claude("No result from the agent", "no_result"),
+    ],
+    ids=["throttled", "connection", "server", "generate-failed"],
+)
+def test_retries_are_told_only_as_many_as_the_ladder_spent(error: dict[str, Any]) -> None:
+    exc = _acp_error_from(error)
+    assert exc.transient
+    assert "retr" not in exc.text, exc.text  # the raw error alone: nobody retried yet
+    exc.retries = 1
+    assert "kept doing so through 1 automatic retry." in exc.text
+    exc.retries = 3
+    assert "kept doing so through 3 automatic retries." in exc.text
+    assert str(exc) == exc.text
 
 
 def test_an_output_limit_keeps_the_partial_text_and_asks_for_smaller_steps() -> None:
@@ -1416,7 +1437,7 @@ def test_precedence_picks_the_first_class_of_the_chain(c: Case) -> None:
 def test_unknown_text_is_terminal_and_shows_the_provider_text_once_with_its_request_id() -> None:
     exc = _acp_error_from(kiro(f"{ENVELOPE}Tool spec is missing a schema (request_id: {RID})"))
     assert (exc.kind, exc.transient) == ("unknown", False)
-    assert "Tool spec is missing a schema" in exc.text
+    assert 'The agent reported an error: "Tool spec is missing a schema".' in exc.text
     assert ENVELOPE.strip() not in exc.text
     assert exc.text.count(RID) == 1
     assert exc.text.endswith(f"(request id: {RID})")

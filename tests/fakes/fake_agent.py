@@ -863,6 +863,8 @@ def _session_not_found(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def h_initialize(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.init_hang:
+        return  # an agent stuck at start: it never answers initialize
     if ARGS.init_error is not None:
         reply_error(rid, ARGS.init_error)
         return
@@ -1145,6 +1147,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--current-model")
     ap.add_argument("--config-options", action="store_true")
     ap.add_argument("--init-error", type=_json_arg)
+    ap.add_argument("--init-hang", action="store_true", help="never answer initialize")
     ap.add_argument("--new-error", type=_json_arg)
     ap.add_argument("--load-error", type=_json_arg)
     ap.add_argument("--exit-on-start", type=int)
