@@ -160,6 +160,11 @@ class AcpRuntime:
     def supports_load(self) -> bool:
         return bool(self.agent_capabilities.get("loadSession"))
 
+    def breadcrumbs(self) -> str:
+        """Where a crash report should start looking: this agent and what it was last doing."""
+        frames = ",".join(self.handle.recent_frames) or "none"
+        return f"agent={self.backend.name} agent_pid={self.pid} last_frames={frames}"
+
     def check_workspace(self, requested: Path) -> None:
         if requested.resolve() != self.workspace.resolve():
             raise AcpWorkspaceBindingError(self.workspace, requested)
@@ -300,8 +305,8 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
     uses the same runtime, handle and tasks as a spawned one."""
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runtime._drain_stderr)
-        tg.start_soon(runtime.handle.serve)
+        tg.start_soon(_isolated, runtime, "reading its stderr", runtime._drain_stderr)
+        tg.start_soon(_isolated, runtime, "reading its frames", runtime.handle.serve)
         try:
             yield runtime
         except Exception as exc:  # re-raised below, outside the task group, unwrapped
@@ -311,6 +316,18 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
             tg.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+async def _isolated(runtime: AcpRuntime, doing: str, task: Callable[[], Awaitable[None]]) -> None:
+    """A fault in one agent's pipe task ends that agent, never the process: it is stopped, so its
+    turns fail as the agent being gone and the pool starts a new one for the next message."""
+    try:
+        await task()
+    except Exception:
+        log.exception(
+            "unexpected fault while %s; stopping the agent [%s]", doing, runtime.breadcrumbs()
+        )
+        _signal_group(runtime.pid, signal.SIGKILL)
 
 
 # How a pool starts the runtime for a spec and stops it on exit: `open_runtime` spawns the agent's
@@ -388,11 +405,19 @@ class RuntimePool(Generic[T]):
         *,
         task_status: anyio.abc.TaskStatus[T] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        started = False
         try:
             async with self._opener(spec) as runtime:
                 slot.value = await self._prepare(runtime)
                 slot.runtime = runtime
                 task_status.started(slot.value)
+                started = True
                 await slot.stop.wait()
+        except Exception:
+            if not started:  # the caller of `get` gets it: it belongs to that turn
+                raise
+            # The owner's task group hosts every runtime: one agent's fault must not end it.
+            breadcrumbs = slot.runtime.breadcrumbs() if slot.runtime else ""
+            log.exception("unexpected fault in a hosted agent [%s]", breadcrumbs)
         finally:
             slot.done.set()

@@ -29,6 +29,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from config import valid_text
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -154,6 +156,9 @@ class SessionHandle:
         self._inboxes: dict[str, SessionInbox] = {}
         self._running: dict[Any, anyio.CancelScope] = {}
         self.dead: AcpRuntimeError | None = None
+        self.recent_frames: deque[str] = deque(
+            maxlen=16
+        )  # methods of the last frames, for crash reports
         # Deadlines of waiting turns, served by one task: a timeout scope per awaited frame
         # would cost more than the frame itself.
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -179,7 +184,11 @@ class SessionHandle:
     async def _write(self, frame: dict[str, Any]) -> None:
         if self.dead is not None:
             raise self.dead
-        line = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode() + b"\n"
+        except UnicodeEncodeError:  # a lone surrogate got past the edges: no frame may raise
+            line = valid_text(text).encode() + b"\n"
         try:
             async with self._write_lock:
                 await self._send.send(line)

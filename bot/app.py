@@ -34,10 +34,11 @@ from bot.commands import (
     help_text,
     parse_command,
 )
+from bot.faults import fault_sentence, log_fault
 from bot.permissions import ApprovalBroker
 from bot.reply import ChatPacers, ReplyStream, open_reply
 from bot.store import DeliveryEntry, StateStore
-from config import Settings
+from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class BotApp:
     async def finish_reply(self, reply: ReplyStream, key: ConversationKey, text: str) -> None:
         """The final text always reaches the person: it is in the ledger until delivered, and
         a restart re-sends what a crash cut off."""
+        text = valid_text(text)  # the last defence: every final text can be encoded
         entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time())
         await self.store.ledger_put(entry)
         if await reply.finish(text):
@@ -117,6 +119,8 @@ class BotApp:
         queued = False
         try:
             queued = await self._accept(event)
+        except Exception as exc:  # a fault of ours: this event only, the adapter goes on
+            await self._event_fault(event, exc)
         finally:
             # A queued message's runner signals when its turn is done; anything else is done now.
             if not queued and isinstance(event, Inbound) and event.handled is not None:
@@ -144,6 +148,25 @@ class BotApp:
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
+
+    async def _event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
+        runner = self.runners.get(event.key)
+        session = runner.sessions.current if runner is not None else None
+        log_fault(
+            exc,
+            "handling an event",
+            event.key,
+            session.client.runtime if session is not None else None,
+            event=event.event_id,
+            turn=runner.turn_id if runner is not None and runner.running else "",
+        )
+        surface = self._surfaces.get(event.key.surface)
+        try:
+            if surface is not None and self.access.may_chat(event.key.surface, event.user):
+                with anyio.move_on_after(self.settings.request_timeout):
+                    await self.deliver(surface, event.key, fault_sentence(exc))
+        except Exception as again:  # already logged once; the surface may be what fails
+            log.warning("could not tell %s about the fault: %r", event.key, again)
 
     async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
         command = parsed.command

@@ -29,7 +29,7 @@ from bot.doctor import run_doctor
 from bot.logs import configure_logging
 from bot.store import StoreError, open_store
 from bot.surface_registry import configured_surfaces, how_to_enable, terminal_surface
-from config import ConfigError, Settings, load_settings
+from config import ConfigError, Settings, load_settings, valid_text
 from surfaces.base import Surface
 from surfaces.errors import SurfaceError
 
@@ -225,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level)
     try:
         if args.command == "ask":
-            return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")
+            # argv keeps undecodable bytes as lone surrogates (surrogateescape)
+            text = valid_text(" ".join(args.text))
+            return anyio.run(_ask, settings, text, backend="asyncio")
         if args.command == "chat":
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":
