@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
+from bot.faults import fault_sentence
+from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
 from tests.conftest import FakeAgent, pid_alive
 from tests.engine_helpers import (
     CHAT,
+    SURFACE,
     Call,
     ScriptedSurface,
     engine_settings,
@@ -470,3 +473,88 @@ async def test_a_turn_that_ends_without_any_text_still_gets_a_reply(
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         await finished(surface.post(surface.message("alice", script({"stop": "end_turn"}))))
     assert "finished without writing a reply" in surface.transcript()
+
+
+# ---- fault isolation --------------------------------------------------------------------------
+ADAPTER_BUG = RuntimeError("an adapter bug")
+SAID_ON_FAULT = fault_sentence(ADAPTER_BUG)
+TURN_ID = re.compile(r"\bturn=[0-9a-f]{8}\b")
+
+
+def shown_in(surface: ScriptedSurface, key: ConversationKey) -> str:
+    messages: dict[str, str] = {}
+    for call in surface.ops("send", "edit"):
+        if call.key == key:
+            messages[call.message] = call.text
+    return "\n".join(messages.values())
+
+
+def leaves(exc: BaseException | None) -> list[BaseException | None]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+async def test_a_fault_in_one_conversation_ends_only_its_turn_while_the_others_stream_on(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    surface = ScriptedSurface()
+    first, failing, third = (ConversationKey(SURFACE, f"chat-{n}") for n in (1, 2, 3))
+    surface.crash(failing, "ask_choice", ADAPTER_BUG)  # the approval buttons cannot be shown
+    parts = [f"p{n}." for n in range(12)]
+    streaming: list[dict[str, Any]] = []
+    for part in parts:
+        streaming += [{"chunk": part}, {"sleep": 0.05}]
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turns = [
+            surface.post(surface.message("alice", script(*streaming), key=first)),
+            surface.post(
+                surface.message(
+                    "bob",
+                    script({"chunk": "before"}, {"sleep": 0.2}, {"permission": {}}),
+                    key=failing,
+                )
+            ),
+            surface.post(surface.message("bob", script(*streaming), key=third)),
+        ]
+        await finished(*turns)
+        assert shown_in(surface, first) == "".join(parts)
+        assert shown_in(surface, third) == "".join(parts)
+        assert shown_in(surface, failing) == f"before\n\n{SAID_ON_FAULT}"
+
+        (error,) = errors_logged(caplog)  # logged once, with what it takes to find it
+        assert error.exc_info is not None and error.exc_info[1] is ADAPTER_BUG
+        logged = error.getMessage()
+        assert f"conversation={failing}" in logged
+        assert f"agent_pid={agent_pid(fake_agent)}" in logged
+        assert TURN_ID.search(logged), logged
+
+        surface.crash(failing, "ask_choice", None)
+        later = ConversationKey(SURFACE, "chat-4")
+        await finished(
+            surface.post(surface.message("bob", "again", key=failing)),
+            surface.post(surface.message("alice", "hello", key=later)),
+        )
+        assert shown_in(surface, failing).endswith("Echo: again")
+        assert shown_in(surface, later) == "Echo: hello"
+
+
+async def test_a_fault_while_handling_one_event_leaves_the_surface_serving_everyone_else(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    surface = ScriptedSurface()
+    broken, other = ConversationKey(SURFACE, "chat-1"), ConversationKey(SURFACE, "chat-2")
+    surface.crash(broken, "send", ADAPTER_BUG)  # even the reply to /help fails
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        help_event = surface.message("alice", "/help", key=broken)
+        await finished(surface.post(help_event))
+        await finished(surface.post(surface.message("bob", "still there?", key=other)))
+        assert shown_in(surface, other) == "Echo: still there?"
+    (error,) = errors_logged(caplog)
+    assert error.exc_info is not None and leaves(error.exc_info[1]) == [ADAPTER_BUG]
+    assert f"conversation={broken}" in error.getMessage()
+    assert f"event={help_event.event_id}" in error.getMessage()
