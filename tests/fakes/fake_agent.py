@@ -371,7 +371,7 @@ def _parse_list(spec: str | None) -> list[tuple[str, str]]:
 def _atomic_write_json(path: str, obj: Any) -> None:
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False)
+        json.dump(obj, f)  # escaped: a transcript may hold a lone surrogate a script sent
     os.replace(tmp, path)
 
 
