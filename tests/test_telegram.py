@@ -627,3 +627,21 @@ async def test_an_unexpected_exception_sending_to_one_chat_ends_its_turn_and_oth
     assert said.text.startswith("Something went wrong on Switchboard's side while answering (")
     assert said.text.endswith("the details are in its log. Send your message again.")
     assert answered.text == "Echo: again"
+
+
+async def test_an_unexpected_exception_in_a_group_preview_stops_only_that_preview(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    # previews in a group are 0.2 s apart at least: later ones are flushed by a scheduled task
+    steps = [{"chunk": "one"}]
+    for word in (" two", " three", " four", " five"):
+        steps += [{"sleep": 0.05}, {"chunk": word}]
+    api.garble_next("editMessageText", chat_id=GROUP)  # the first preview edit
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} {script(*steps)}", thread=topic)
+        await wait_for(shows(api, GROUP, "one two three four five"), "the whole reply", 15)
+        api.dm(BOB, "and me?")
+        await wait_for(shows(api, BOB.id, "Echo: and me?"), "bob's reply")
+    garbled = [call for call in api.calls_to("editMessageText", ok=False) if call.status == 0]
+    assert len(garbled) == 1
