@@ -305,8 +305,8 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
     uses the same runtime, handle and tasks as a spawned one."""
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_isolated, runtime, "reading its stderr", runtime._drain_stderr)
-        tg.start_soon(_isolated, runtime, "reading its frames", runtime.handle.serve)
+        tg.start_soon(runtime._drain_stderr)
+        tg.start_soon(runtime.handle.serve)
         try:
             yield runtime
         except Exception as exc:  # re-raised below, outside the task group, unwrapped
@@ -316,18 +316,6 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
             tg.cancel_scope.cancel()
     if failure is not None:
         raise failure
-
-
-async def _isolated(runtime: AcpRuntime, doing: str, task: Callable[[], Awaitable[None]]) -> None:
-    """A fault in one agent's pipe task ends that agent, never the process: it is stopped, so its
-    turns fail as the agent being gone and the pool starts a new one for the next message."""
-    try:
-        await task()
-    except Exception:
-        log.exception(
-            "unexpected fault while %s; stopping the agent [%s]", doing, runtime.breadcrumbs()
-        )
-        _signal_group(runtime.pid, signal.SIGKILL)
 
 
 # How a pool starts the runtime for a spec and stops it on exit: `open_runtime` spawns the agent's
@@ -416,8 +404,10 @@ class RuntimePool(Generic[T]):
         except Exception:
             if not started:  # the caller of `get` gets it: it belongs to that turn
                 raise
-            # The owner's task group hosts every runtime: one agent's fault must not end it.
+            # The owner's task group hosts every runtime: a fault in one agent's pipe tasks ends
+            # that agent (its turns fail as it being gone; the next `get` starts a new one), not
+            # the owner.
             breadcrumbs = slot.runtime.breadcrumbs() if slot.runtime else ""
-            log.exception("unexpected fault in a hosted agent [%s]", breadcrumbs)
+            log.exception("unexpected fault in a hosted agent; it was stopped [%s]", breadcrumbs)
         finally:
             slot.done.set()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from acp import AcpRuntime
 from bot.faults import fault_sentence
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
@@ -476,8 +477,8 @@ async def test_a_turn_that_ends_without_any_text_still_gets_a_reply(
 
 
 # ---- fault isolation --------------------------------------------------------------------------
-ADAPTER_BUG = RuntimeError("an adapter bug")
-SAID_ON_FAULT = fault_sentence(ADAPTER_BUG)
+BUG = RuntimeError("a bug nobody mapped")
+SAID_ON_FAULT = fault_sentence(BUG)
 TURN_ID = re.compile(r"\bturn=[0-9a-f]{8}\b")
 
 
@@ -504,7 +505,7 @@ async def test_a_fault_in_one_conversation_ends_only_its_turn_while_the_others_s
 ) -> None:
     surface = ScriptedSurface()
     first, failing, third = (ConversationKey(SURFACE, f"chat-{n}") for n in (1, 2, 3))
-    surface.crash(failing, "ask_choice", ADAPTER_BUG)  # the approval buttons cannot be shown
+    surface.crash(failing, "ask_choice", BUG)  # the approval buttons cannot be shown
     parts = [f"p{n}." for n in range(12)]
     streaming: list[dict[str, Any]] = []
     for part in parts:
@@ -527,7 +528,7 @@ async def test_a_fault_in_one_conversation_ends_only_its_turn_while_the_others_s
         assert shown_in(surface, failing) == f"before\n\n{SAID_ON_FAULT}"
 
         (error,) = errors_logged(caplog)  # logged once, with what it takes to find it
-        assert error.exc_info is not None and error.exc_info[1] is ADAPTER_BUG
+        assert error.exc_info is not None and error.exc_info[1] is BUG
         logged = error.getMessage()
         assert f"conversation={failing}" in logged
         assert f"agent_pid={agent_pid(fake_agent)}" in logged
@@ -548,13 +549,40 @@ async def test_a_fault_while_handling_one_event_leaves_the_surface_serving_every
 ) -> None:
     surface = ScriptedSurface()
     broken, other = ConversationKey(SURFACE, "chat-1"), ConversationKey(SURFACE, "chat-2")
-    surface.crash(broken, "send", ADAPTER_BUG)  # even the reply to /help fails
+    surface.crash(broken, "send", BUG)  # even the reply to /help fails
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         help_event = surface.message("alice", "/help", key=broken)
         await finished(surface.post(help_event))
         await finished(surface.post(surface.message("bob", "still there?", key=other)))
         assert shown_in(surface, other) == "Echo: still there?"
     (error,) = errors_logged(caplog)
-    assert error.exc_info is not None and leaves(error.exc_info[1]) == [ADAPTER_BUG]
+    assert error.exc_info is not None and leaves(error.exc_info[1]) == [BUG]
     assert f"conversation={broken}" in error.getMessage()
     assert f"event={help_event.event_id}" in error.getMessage()
+
+
+async def test_a_fault_reading_one_agents_frames_stops_that_agent_and_the_next_message_respawns(
+    tmp_path: Path,
+    fake_agent: FakeAgent,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def buggy(self: AcpRuntime, method: str, params: Any) -> None:
+        if method == "_test/trip":  # stands for a bug in handling one kind of frame
+            raise BUG
+
+    monkeypatch.setattr(AcpRuntime, "_on_notification", buggy)
+    trip = {"raw": json.dumps({"jsonrpc": "2.0", "method": "_test/trip", "params": {}})}
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", script({"chunk": "x"}, trip))))
+        first_pid = agent_pid(fake_agent)
+        await wait_for(lambda: not pid_alive(first_pid), "the faulty agent to be stopped")
+        await finished(
+            surface.post(surface.message("bob", "after", key=ConversationKey(SURFACE, "chat-2")))
+        )
+        assert shown_in(surface, ConversationKey(SURFACE, "chat-2")) == "Echo: after"
+    assert fake_agent.spawns() == 2
+    (error,) = errors_logged(caplog)
+    assert error.exc_info is not None and leaves(error.exc_info[1]) == [BUG]
+    assert f"agent_pid={first_pid}" in error.getMessage()
