@@ -311,6 +311,9 @@ class BotApp:
                 continue
             log.info("re-sending a reply a restart cut off (%s)", entry.key)
             await self.store.ledger_attempted(entry.entry_id)
-            async with self.open_reply(surface, entry.key) as reply:
-                if await reply.finish(entry.text):
-                    await self.store.ledger_done(entry.entry_id)
+            try:
+                async with self.open_reply(surface, entry.key) as reply:
+                    if await reply.finish(entry.text):
+                        await self.store.ledger_done(entry.entry_id)
+            except Exception as exc:  # one conversation's fault must not stop the start
+                log_fault(exc, "re-sending a reply", entry.key, None)

@@ -96,7 +96,7 @@ def _settings_from(args: argparse.Namespace) -> Settings:
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(valid_text(message), file=sys.stderr, flush=True)  # it may quote the agent
 
 
 async def _stop_on_signals(stop: anyio.Event, signals: Sequence[signal.Signals]) -> None:

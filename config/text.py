@@ -28,7 +28,9 @@ _RE_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 def valid_text(text: str) -> str:
     """`text` as valid Unicode (see the module docstring); valid text is returned as it is."""
-    if _RE_NOT_ALLOWED.search(text) is None:  # the usual case costs one scan
+    # The usual case costs one scan: printable text has no control character, surrogate or
+    # noncharacter (categories Cc, Cs, Cn), and the class finds the rest allowed.
+    if text.isprintable() or _RE_NOT_ALLOWED.search(text) is None:
         return text
     # UTF-16 with surrogatepass joins split pairs; decoding with "replace" turns what is left
     # of a surrogate into U+FFFD.

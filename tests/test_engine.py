@@ -586,3 +586,24 @@ async def test_a_fault_reading_one_agents_frames_stops_that_agent_and_the_next_m
     (error,) = errors_logged(caplog)
     assert error.exc_info is not None and leaves(error.exc_info[1]) == [BUG]
     assert f"agent_pid={first_pid}" in error.getMessage()
+
+
+async def test_a_fault_re_sending_one_cut_off_reply_at_start_does_not_stop_the_app(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = engine_settings(tmp_path, fake_agent)
+    broken = ScriptedSurface(can_edit=False)
+    broken.fail_always("send", SendFailed("bad request: chat not found", transient=False))
+    async with running_app(settings, broken):
+        await finished(broken.post(broken.message("alice", "hello")))
+
+    restarted = ScriptedSurface(can_edit=False)
+    restarted.crash(CHAT, "send", BUG)  # re-sending the cut-off reply hits a bug
+    other = ConversationKey(SURFACE, "chat-2")
+    async with running_app(settings, restarted):
+        later = restarted.message("bob", "after", event_id="after-restart", key=other)
+        await finished(restarted.post(later))
+        assert shown_in(restarted, other) == "Echo: after"
+    (error,) = errors_logged(caplog)
+    assert leaves(error.exc_info[1] if error.exc_info else None) == [BUG]
+    assert f"conversation={CHAT}" in error.getMessage()
