@@ -2,7 +2,9 @@
 RefusalInfo, and redaction of credentials and links in text that reaches a person or a log.
 
 Nothing here raises on unexpected shapes: an unknown variant or content type is skipped (None),
-because agents add variants faster than clients learn them."""
+because agents add variants faster than clients learn them. Every agent string that can reach a
+person (text, tool titles and inputs, command and option names, refusal fields) leaves here as
+valid Unicode (`config.valid_text`): a lone surrogate in a frame must not crash a surface."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from acp.types import (
     UsageInfo,
     normalize_option_kind,
 )
+from config import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def redact_links(text: str) -> str:
 def _clean_field(value: Any, limit: int) -> str:
     if not isinstance(value, str):
         return ""
-    cleaned = " ".join(redact_links(value).split())
+    cleaned = " ".join(redact_links(valid_text(value)).split())
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1].rstrip() + "…"
     return cleaned
@@ -90,6 +93,17 @@ def parse_refusal(params: Any) -> RefusalInfo | None:
     )
 
 
+def _valid_strings(value: Any) -> Any:
+    """A JSON value with every string in it made valid Unicode (tool inputs are shown)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(k)): _valid_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_strings(item) for item in value]
+    return value
+
+
 def _content_text(content: Any) -> tuple[str, bool] | None:
     """(text, is_thought) of a ContentBlock, or None for blocks we do not show."""
     if not isinstance(content, dict):
@@ -97,13 +111,13 @@ def _content_text(content: Any) -> tuple[str, bool] | None:
     kind = content.get("type")
     text = content.get("text")
     if kind == "text" and isinstance(text, str):
-        return text, False
+        return valid_text(text), False
     if kind in ("thinking", "reasoning"):
         thought = text if isinstance(text, str) else content.get("thinking")
-        return (thought, True) if isinstance(thought, str) else None
+        return (valid_text(thought), True) if isinstance(thought, str) else None
     if kind == "resource_link":
         name = content.get("name") or content.get("uri") or ""
-        return (f"[{name}]", False) if name else None
+        return (f"[{valid_text(str(name))}]", False) if name else None
     return None
 
 
@@ -114,13 +128,13 @@ def _parse_tool(update: dict[str, Any]) -> ToolCall | None:
     locations = []
     for location in update.get("locations") or ():
         if isinstance(location, dict) and isinstance(location.get("path"), str):
-            locations.append(location["path"])
+            locations.append(valid_text(location["path"]))
     return ToolCall(
         tool_call_id=tool_call_id,
-        title=str(update.get("title") or ""),
-        kind=str(update.get("kind") or ""),
+        title=valid_text(str(update.get("title") or "")),
+        kind=valid_text(str(update.get("kind") or "")),
         status=str(update.get("status") or ""),
-        raw_input=update.get("rawInput"),
+        raw_input=_valid_strings(update.get("rawInput")),
         locations=tuple(locations),
     )
 
@@ -139,7 +153,9 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
             if isinstance(text, str):
                 message_id = update.get("messageId")
                 return AcpEvent(
-                    _TEXT, text=text, message_id=message_id if isinstance(message_id, str) else None
+                    _TEXT,
+                    text=valid_text(text),
+                    message_id=message_id if isinstance(message_id, str) else None,
                 )
     if variant == "agent_message_chunk" or variant == "agent_thought_chunk":
         parsed = _content_text(update.get("content"))
@@ -147,7 +163,7 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
             flat = update.get("text")  # older kiro sent the text flat
             if not isinstance(flat, str):
                 return None
-            parsed = (flat, False)
+            parsed = (valid_text(flat), False)
         text, is_thought = parsed
         kind = (
             EventKind.THOUGHT if is_thought or variant == "agent_thought_chunk" else EventKind.TEXT
@@ -173,7 +189,7 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
         return AcpEvent(EventKind.USAGE, usage=usage, raw=update)
     if variant == "available_commands_update":
         names = [
-            command["name"]
+            valid_text(command["name"])
             for command in update.get("availableCommands") or ()
             if isinstance(command, dict) and isinstance(command.get("name"), str)
         ]
@@ -200,7 +216,7 @@ def parse_permission_request(params: dict[str, Any]) -> PermissionRequest:
         options.append(
             PermissionOption(
                 option_id=option_id,
-                name=name if isinstance(name, str) else option_id,
+                name=valid_text(name if isinstance(name, str) else option_id),
                 kind=normalize_option_kind(kind if isinstance(kind, str) else option_id),
             )
         )

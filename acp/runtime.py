@@ -163,6 +163,11 @@ class AcpRuntime:
     def supports_load(self) -> bool:
         return bool(self.agent_capabilities.get("loadSession"))
 
+    def breadcrumbs(self) -> str:
+        """Where a crash report should start looking: this agent and what it was last doing."""
+        frames = ",".join(self.handle.recent_frames) or "none"
+        return f"agent={self.backend.name} agent_pid={self.pid} last_frames={frames}"
+
     def check_workspace(self, requested: Path) -> None:
         if requested.resolve() != self.workspace.resolve():
             raise AcpWorkspaceBindingError(self.workspace, requested)
@@ -406,11 +411,21 @@ class RuntimePool(Generic[T]):
         *,
         task_status: anyio.abc.TaskStatus[T] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        started = False
         try:
             async with self._opener(spec) as runtime:
                 slot.value = await self._prepare(runtime)
                 slot.runtime = runtime
                 task_status.started(slot.value)
+                started = True
                 await slot.stop.wait()
+        except Exception:
+            if not started:  # the caller of `get` gets it: it belongs to that turn
+                raise
+            # The owner's task group hosts every runtime: a fault in one agent's pipe tasks ends
+            # that agent (its turns fail as it being gone; the next `get` starts a new one), not
+            # the owner.
+            breadcrumbs = slot.runtime.breadcrumbs() if slot.runtime else ""
+            log.exception("unexpected fault in a hosted agent; it was stopped [%s]", breadcrumbs)
         finally:
             slot.done.set()

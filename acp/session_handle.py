@@ -30,6 +30,7 @@ import anyio
 import anyio.abc
 
 from acp._dispatch import redact_links
+from config import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,8 @@ class SessionHandle:
         self._inboxes: dict[str, SessionInbox] = {}
         self._running: dict[Any, anyio.CancelScope] = {}
         self.dead: AcpRuntimeError | None = None
+        # the methods of the last frames, for crash reports
+        self.recent_frames: deque[str] = deque(maxlen=16)
         # Deadlines of waiting turns, served by one task: a timeout scope per awaited frame
         # would cost more than the frame itself.
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -188,7 +191,11 @@ class SessionHandle:
     async def _write(self, frame: dict[str, Any]) -> None:
         if self.dead is not None:
             raise self.dead
-        line = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode() + b"\n"
+        except UnicodeEncodeError:  # a lone surrogate got past the edges: no frame may raise
+            line = valid_text(text).encode() + b"\n"
         try:
             async with self._write_lock:
                 await self._send.send(line)

@@ -34,10 +34,11 @@ from bot.commands import (
     help_text,
     parse_command,
 )
+from bot.faults import fault_sentence, log_fault
 from bot.permissions import ApprovalBroker
 from bot.reply import ChatPacers, ReplyStream, open_reply
 from bot.store import DeliveryEntry, StateStore
-from config import Settings
+from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class BotApp:
         """The final text always reaches the person: it is in the ledger until delivered, and
         a restart re-sends what a crash cut off. With `turn_id`, this text answers that journalled
         turn, which leaves the journal in the same store write."""
+        text = valid_text(text)  # the last defence: every final text can be encoded
         entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time())
         await self.store.ledger_put(entry, closes_turn=turn_id)
         if await reply.finish(text):
@@ -126,6 +128,8 @@ class BotApp:
         queued = False
         try:
             queued = await self._accept(event)
+        except Exception as exc:  # a fault of ours: this event only, the adapter goes on
+            await self._event_fault(event, exc)
         finally:
             # A queued message's runner signals when its turn is done; anything else is done now.
             if not queued and isinstance(event, Inbound) and event.handled is not None:
@@ -153,6 +157,25 @@ class BotApp:
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
+
+    async def _event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
+        runner = self.runners.get(event.key)
+        session = runner.sessions.current if runner is not None else None
+        log_fault(
+            exc,
+            "handling an event",
+            event.key,
+            session.client.runtime if session is not None else None,
+            event=event.event_id,
+            turn=runner.turn_id if runner is not None and runner.running else "",
+        )
+        surface = self._surfaces.get(event.key.surface)
+        try:
+            if surface is not None and self.access.may_chat(event.key.surface, event.user):
+                with anyio.move_on_after(self.settings.request_timeout):
+                    await self.deliver(surface, event.key, fault_sentence(exc))
+        except Exception as again:  # already logged once; the surface may be what fails
+            log.warning("could not tell %s about the fault: %r", event.key, again)
 
     async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
         command = parsed.command
@@ -303,9 +326,12 @@ class BotApp:
                 continue
             log.info("re-sending a reply a restart cut off (%s)", entry.key)
             await self.store.ledger_attempted(entry.entry_id)
-            async with self.open_reply(surface, entry.key) as reply:
-                if await reply.finish(entry.text):
-                    await self.store.ledger_done(entry.entry_id)
+            try:
+                async with self.open_reply(surface, entry.key) as reply:
+                    if await reply.finish(entry.text):
+                        await self.store.ledger_done(entry.entry_id)
+            except Exception as exc:  # one conversation's fault must not stop the start
+                log_fault(exc, "re-sending a reply", entry.key, None)
 
     async def _tell_cut_off_turns(self) -> None:
         """A turn still in the journal at start-up is one the process died in before its final
@@ -322,4 +348,7 @@ class BotApp:
                 turn.key,
                 turn.turn_id,
             )
-            await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
+            try:
+                await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
+            except Exception as exc:  # one conversation's fault must not stop the start
+                log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)

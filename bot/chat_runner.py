@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
@@ -41,9 +40,10 @@ from acp.client import AcpClient
 from acp.session_handle import AcpRuntimeError
 from acp.types import UsageInfo
 from bot.conversation import Binding
+from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.reply import ReplyStream
 from bot.store import JournalEntry
-from config import ConfigError, RetrySettings
+from config import ConfigError, RetrySettings, valid_text
 from surfaces.base import ConversationKey, Inbound, Surface, UserRef
 
 if TYPE_CHECKING:
@@ -373,6 +373,7 @@ class ChatRunner:
         self.queue: deque[_Queued] = deque()
         self.running = False
         self.turn_started = 0.0
+        self.turn_id = ""  # names the running (or last) turn in log lines
         self.agent_commands: tuple[str, ...] = ()
         self.usage: UsageInfo | None = None
         self._turn_scope: anyio.CancelScope | None = None
@@ -400,10 +401,14 @@ class ChatRunner:
                 batch = [self.queue.popleft()]
                 while self.queue and self.queue[0].inbound.user == batch[0].inbound.user:
                     batch.append(self.queue.popleft())
+                self.turn_id = new_turn_id()
                 try:
                     with anyio.CancelScope() as scope:
                         self._turn_scope = scope
                         await self._turn([queued.inbound for queued in batch])
+                except Exception as exc:  # e.g. the surface failed delivering: this turn only
+                    self._log_fault(exc, "delivering a reply")
+                    await self._tell_fault(exc)
                 finally:
                     self._turn_scope = None
                     for queued in batch:
@@ -439,7 +444,7 @@ class ChatRunner:
             except (AcpError, AcpRuntimeError, ConfigError) as exc:
                 if isinstance(exc, AcpProcessDied | AcpRuntimeError):
                     self.sessions.drop()
-                notice = str(exc)
+                notice = valid_text(str(exc))  # may quote the agent
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     await engine.finish_reply(
@@ -449,6 +454,9 @@ class ChatRunner:
                         turn_id=turn_id,
                     )
                 raise
+            except Exception as exc:  # a fault of ours ends this turn, not the process
+                self._log_fault(exc, "answering")
+                notice = fault_sentence(exc)
             final = _join(output.text, notice) or "The agent finished without writing a reply."
             await engine.finish_reply(reply, self.key, final, turn_id=turn_id)
 
@@ -458,13 +466,26 @@ class ChatRunner:
         mid-turn can tell the person (`BotApp._tell_cut_off_turns`). Its final text normally
         closes it (`finish_reply(turn_id=...)`); closing again here covers a turn that ended
         without one, which no restart should report as cut off."""
-        turn = JournalEntry(uuid.uuid4().hex, self.key, requester.id, time.time())
+        turn = JournalEntry(self.turn_id, self.key, requester.id, time.time())
         await self.engine.store.journal_open(turn, JOURNAL_TTL)
         try:
             yield turn.turn_id
         finally:
             with anyio.CancelScope(shield=True):  # bounded by the store's busy timeout
                 await self.engine.store.journal_close(turn.turn_id)
+
+    def _log_fault(self, exc: Exception, doing: str) -> None:
+        session = self.sessions.current
+        runtime = session.client.runtime if session is not None else None
+        log_fault(exc, doing, self.key, runtime, turn=self.turn_id)
+
+    async def _tell_fault(self, exc: Exception) -> None:
+        """Best effort: the surface that just failed may fail again (already logged once)."""
+        try:
+            with anyio.move_on_after(self.engine.settings.request_timeout):
+                await self.say(fault_sentence(exc))
+        except Exception as again:
+            log.warning("could not tell %s about the fault: %r", self.key, again)
 
     async def _run(self, text: str, output: _ChatOutput) -> AcpPromptStats:
         return await run_turn(

@@ -37,7 +37,7 @@ from bot.surface_registry import (
     surfaces_nobody_can_use,
     terminal_surface,
 )
-from config import ConfigError, Settings, load_settings
+from config import ConfigError, Settings, load_settings, valid_text
 from surfaces.base import Surface
 from surfaces.errors import SurfaceError
 
@@ -148,7 +148,7 @@ def _holding_logs() -> Iterator[_HeldRecords]:
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(valid_text(message), file=sys.stderr, flush=True)  # it may quote the agent
 
 
 async def _stop_on_signals(stop: anyio.Event, signals: Sequence[signal.Signals]) -> None:
@@ -283,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     held.replay()
     try:
         if args.command == "ask":
-            return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")
+            # argv keeps undecodable bytes as lone surrogates (surrogateescape)
+            text = valid_text(" ".join(args.text))
+            return anyio.run(_ask, settings, text, backend="asyncio")
         if args.command == "chat":
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":

@@ -3,7 +3,10 @@ speaks these types; it never imports `bot/` or `acp/`.
 
 What a person did arrives as `Inbound` (a message) or `ChoiceAnswer` (a button press); what the bot
 shows goes out through `Surface.send`/`edit`/`ask_choice`. `SurfaceCapabilities` tells the bot how
-to pace, split and render for this platform."""
+to pace, split and render for this platform.
+
+Every text a person or platform gives is made valid Unicode when these types are built
+(`config.valid_text`), so no adapter can let a lone surrogate or a NUL reach the bot."""
 
 from __future__ import annotations
 
@@ -12,6 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio.abc
+
+from config import valid_text
+
+
+def _make_valid(instance: object, *names: str) -> None:
+    """Replace the named str fields of a frozen dataclass with their valid-Unicode form."""
+    for name in names:
+        value = getattr(instance, name)
+        cleaned = valid_text(value)
+        if cleaned is not value:
+            object.__setattr__(instance, name, cleaned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +36,9 @@ class ConversationKey:
     chat: str
     thread: str = ""
 
+    def __post_init__(self) -> None:
+        _make_valid(self, "surface", "chat", "thread")
+
     def __str__(self) -> str:
         tail = f"/{self.thread}" if self.thread else ""
         return f"{self.surface}:{self.chat}{tail}"
@@ -31,6 +48,9 @@ class ConversationKey:
 class UserRef:
     id: str
     name: str = ""
+
+    def __post_init__(self) -> None:
+        _make_valid(self, "id", "name")
 
     @property
     def label(self) -> str:
@@ -51,6 +71,9 @@ class Inbound:
     # reply (a scripted terminal) waits on this.
     handled: anyio.Event | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        _make_valid(self, "text", "event_id")
+
 
 @dataclass(frozen=True, slots=True)
 class ChoiceAnswer:
@@ -62,6 +85,9 @@ class ChoiceAnswer:
     event_id: str
     # Lets the bot answer only the person who pressed (an ephemeral notice), where supported.
     notify: Callable[[str], Awaitable[None]] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _make_valid(self, "token", "event_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +113,8 @@ def count_chars(text: str) -> int:
 
 
 def count_utf16(text: str) -> int:
-    """Telegram counts message length in UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
+    """Telegram counts message length in UTF-16 code units (of the valid text: never raises)."""
+    return len(valid_text(text).encode("utf-16-le")) // 2
 
 
 @dataclass(frozen=True, slots=True)

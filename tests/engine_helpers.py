@@ -73,6 +73,7 @@ class ScriptedSurface:
         self.calls: list[Call] = []
         self.commands: list[tuple[str, str]] = []
         self._always_fail: dict[str, SurfaceError] = {}
+        self._crashes: dict[tuple[ConversationKey, str], Exception] = {}
         self._ids = itertools.count(1)
         self._events = itertools.count(1)
         self._inbox: MemoryObjectSendStream[_Posted] | None = None
@@ -83,8 +84,20 @@ class ScriptedSurface:
         """Every later `op` call ("send", "edit", ...) raises `error`."""
         self._always_fail[op] = error
 
+    def crash(self, key: ConversationKey, op: str, error: Exception | None) -> None:
+        """Every later `op` call for `key` raises `error` (None: stop), as a bug in an adapter
+        would: not a SurfaceError, so nothing in the bot expects it."""
+        if error is None:
+            self._crashes.pop((key, op), None)
+        else:
+            self._crashes[key, op] = error
+
     async def _record(self, call: Call) -> None:
         await anyio.lowlevel.checkpoint()  # like real I/O: a point where other tasks run
+        assert call.key is not None
+        crash = self._crashes.get((call.key, call.op))
+        if crash is not None:
+            raise crash
         self.calls.append(call)
         error = self._always_fail.get(call.op)
         if error is not None:

@@ -406,3 +406,21 @@ def test_sigterm_to_ask_also_stops_the_agent_group(cli_env, fake_agent, tmp_path
     while any(pid_alive(p) for p in fake_agent.pids()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(pid_alive(p) for p in fake_agent.pids())
+
+
+# ---- text that cannot be encoded ---------------------------------------------------------------
+def test_an_argument_with_an_undecodable_byte_is_asked_as_valid_text(run_cli, fake_agent):
+    # str -> argv bytes with surrogateescape: the child gets the raw byte 0xFF, as from a shell
+    result = ask(run_cli, fake_agent, "hello \udcff wörld 😀")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Echo: hello \ufffd wörld 😀\n"
+    (prompt,) = fake_agent.frames_in("session/prompt")
+    assert prompt["params"]["prompt"][0]["text"] == "hello \ufffd wörld 😀"
+
+
+def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_printed_valid(run_cli, fake_agent):
+    hostile = "a\ud800b\x00c \x1b[31m😀 \U0010ffff"
+    result = ask(run_cli, fake_agent, script({"chunk": hostile}))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "a\ufffdbc [31m😀 \ufffd\n"
+    assert result.stderr == ""

@@ -714,3 +714,24 @@ def test_doctor_names_a_malformed_surface_token_without_printing_it(run_cli, fak
     assert result.returncode == 1
     assert "SWITCHBOARD_TELEGRAM__TOKEN" in result.stdout
     assert "not-a-real-secret-value" not in result.stdout + result.stderr
+
+
+# ---- text that cannot be encoded ---------------------------------------------------------------
+def test_stdin_with_invalid_utf8_and_nul_reaches_the_agent_valid_and_chat_goes_on(
+    cli_env, fake_agent, tmp_path
+):
+    hostile_chunk = script({"chunk": "a\ud800b\x00c \x1b[31m😀 \U0010ffff"})
+    proc = subprocess.run(
+        chat_argv(fake_agent),
+        input=b"hi \xff\x00there\n" + hostile_chunk.encode() + b"\nafter\n",
+        capture_output=True,
+        timeout=30,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    stdout = proc.stdout.decode("utf-8")  # strict: everything printed is valid UTF-8
+    assert proc.returncode == 0, proc.stderr
+    assert prompts(fake_agent) == ["hi \ufffdthere", hostile_chunk, "after"]
+    assert "Echo: hi \ufffdthere" in stdout
+    assert "a\ufffdbc [31m😀 \ufffd" in stdout
+    assert "Echo: after" in stdout

@@ -568,3 +568,34 @@ async def test_a_command_where_the_bot_does_not_serve_gets_a_private_reason_and_
     assert "does not answer in this channel" in data.get("content", "")
     assert asked.deferred_ephemeral
     assert prompts(fake_agent) == []
+
+
+# ---- text that cannot be encoded ------------------------------------------------------------------
+# A lone surrogate, NUL, an escape sequence, an emoji and an astral noncharacter in one text.
+HOSTILE = "a\ud800b\x00c \x1b[31m😀 \U0010ffff"
+MADE_VALID = "a\ufffdbc [31m😀 \ufffd"
+
+
+async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_valid(
+    tmp_path: Path, fake_agent: FakeAgent, world: World
+) -> None:
+    fake = world.fake
+    alice, bob = world.dm_of(world.alice), world.dm_of(world.bob)
+    async with discord_bot(tmp_path, fake_agent, world):
+        fake.dm(world.alice, HOSTILE)
+        await wait_for(lambda: shown(fake, alice) == [f"Echo: {MADE_VALID}"], "alice's reply")
+        fake.dm(world.bob, "still there?")
+        await wait_for(lambda: shown(fake, bob) == ["Echo: still there?"], "bob's reply")
+    assert prompts(fake_agent) == [MADE_VALID, "still there?"]
+
+
+async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(
+    tmp_path: Path, fake_agent: FakeAgent, world: World
+) -> None:
+    fake = world.fake
+    alice, bob = world.dm_of(world.alice), world.dm_of(world.bob)
+    async with discord_bot(tmp_path, fake_agent, world):
+        fake.dm(world.alice, script({"chunk": HOSTILE}, {"sleep": 0.2}, {"chunk": " end"}))
+        await wait_for(lambda: shown(fake, alice) == [f"{MADE_VALID} end"], "the reply")
+        fake.dm(world.bob, "next")
+        await wait_for(lambda: shown(fake, bob) == ["Echo: next"], "bob's reply")

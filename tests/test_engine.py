@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
+from acp import AcpRuntime
+from bot.faults import fault_sentence
+from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
 from tests.conftest import FakeAgent, pid_alive
 from tests.engine_helpers import (
     CHAT,
+    SURFACE,
     Call,
     ScriptedSurface,
     engine_settings,
@@ -470,3 +474,136 @@ async def test_a_turn_that_ends_without_any_text_still_gets_a_reply(
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         await finished(surface.post(surface.message("alice", script({"stop": "end_turn"}))))
     assert "finished without writing a reply" in surface.transcript()
+
+
+# ---- fault isolation --------------------------------------------------------------------------
+BUG = RuntimeError("a bug nobody mapped")
+SAID_ON_FAULT = fault_sentence(BUG)
+TURN_ID = re.compile(r"\bturn=[0-9a-f]{8}\b")
+
+
+def shown_in(surface: ScriptedSurface, key: ConversationKey) -> str:
+    messages: dict[str, str] = {}
+    for call in surface.ops("send", "edit"):
+        if call.key == key:
+            messages[call.message] = call.text
+    return "\n".join(messages.values())
+
+
+def leaves(exc: BaseException | None) -> list[BaseException | None]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+async def test_a_fault_in_one_conversation_ends_only_its_turn_while_the_others_stream_on(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    surface = ScriptedSurface()
+    first, failing, third = (ConversationKey(SURFACE, f"chat-{n}") for n in (1, 2, 3))
+    surface.crash(failing, "ask_choice", BUG)  # the approval buttons cannot be shown
+    parts = [f"p{n}." for n in range(12)]
+    streaming: list[dict[str, Any]] = []
+    for part in parts:
+        streaming += [{"chunk": part}, {"sleep": 0.05}]
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turns = [
+            surface.post(surface.message("alice", script(*streaming), key=first)),
+            surface.post(
+                surface.message(
+                    "bob",
+                    script({"chunk": "before"}, {"sleep": 0.2}, {"permission": {}}),
+                    key=failing,
+                )
+            ),
+            surface.post(surface.message("bob", script(*streaming), key=third)),
+        ]
+        await finished(*turns)
+        assert shown_in(surface, first) == "".join(parts)
+        assert shown_in(surface, third) == "".join(parts)
+        assert shown_in(surface, failing) == f"before\n\n{SAID_ON_FAULT}"
+
+        (error,) = errors_logged(caplog)  # logged once, with what it takes to find it
+        assert error.exc_info is not None and error.exc_info[1] is BUG
+        logged = error.getMessage()
+        assert f"conversation={failing}" in logged
+        assert f"agent_pid={agent_pid(fake_agent)}" in logged
+        assert TURN_ID.search(logged), logged
+
+        surface.crash(failing, "ask_choice", None)
+        later = ConversationKey(SURFACE, "chat-4")
+        await finished(
+            surface.post(surface.message("bob", "again", key=failing)),
+            surface.post(surface.message("alice", "hello", key=later)),
+        )
+        assert shown_in(surface, failing).endswith("Echo: again")
+        assert shown_in(surface, later) == "Echo: hello"
+
+
+async def test_a_fault_while_handling_one_event_leaves_the_surface_serving_everyone_else(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    surface = ScriptedSurface()
+    broken, other = ConversationKey(SURFACE, "chat-1"), ConversationKey(SURFACE, "chat-2")
+    surface.crash(broken, "send", BUG)  # even the reply to /help fails
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        help_event = surface.message("alice", "/help", key=broken)
+        await finished(surface.post(help_event))
+        await finished(surface.post(surface.message("bob", "still there?", key=other)))
+        assert shown_in(surface, other) == "Echo: still there?"
+    (error,) = errors_logged(caplog)
+    assert error.exc_info is not None and leaves(error.exc_info[1]) == [BUG]
+    assert f"conversation={broken}" in error.getMessage()
+    assert f"event={help_event.event_id}" in error.getMessage()
+
+
+async def test_a_fault_reading_one_agents_frames_stops_that_agent_and_the_next_message_respawns(
+    tmp_path: Path,
+    fake_agent: FakeAgent,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def buggy(self: AcpRuntime, method: str, params: Any) -> None:
+        if method == "_test/trip":  # stands for a bug in handling one kind of frame
+            raise BUG
+
+    monkeypatch.setattr(AcpRuntime, "_on_notification", buggy)
+    trip = {"raw": json.dumps({"jsonrpc": "2.0", "method": "_test/trip", "params": {}})}
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", script({"chunk": "x"}, trip))))
+        first_pid = agent_pid(fake_agent)
+        await wait_for(lambda: not pid_alive(first_pid), "the faulty agent to be stopped")
+        await finished(
+            surface.post(surface.message("bob", "after", key=ConversationKey(SURFACE, "chat-2")))
+        )
+        assert shown_in(surface, ConversationKey(SURFACE, "chat-2")) == "Echo: after"
+    assert fake_agent.spawns() == 2
+    (error,) = errors_logged(caplog)
+    assert error.exc_info is not None and leaves(error.exc_info[1]) == [BUG]
+    assert f"agent_pid={first_pid}" in error.getMessage()
+
+
+async def test_a_fault_re_sending_one_cut_off_reply_at_start_does_not_stop_the_app(
+    tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = engine_settings(tmp_path, fake_agent)
+    broken = ScriptedSurface(can_edit=False)
+    broken.fail_always("send", SendFailed("bad request: chat not found", transient=False))
+    async with running_app(settings, broken):
+        await finished(broken.post(broken.message("alice", "hello")))
+
+    restarted = ScriptedSurface(can_edit=False)
+    restarted.crash(CHAT, "send", BUG)  # re-sending the cut-off reply hits a bug
+    other = ConversationKey(SURFACE, "chat-2")
+    async with running_app(settings, restarted):
+        later = restarted.message("bob", "after", event_id="after-restart", key=other)
+        await finished(restarted.post(later))
+        assert shown_in(restarted, other) == "Echo: after"
+    (error,) = errors_logged(caplog)
+    assert leaves(error.exc_info[1] if error.exc_info else None) == [BUG]
+    assert f"conversation={CHAT}" in error.getMessage()

@@ -581,3 +581,31 @@ def test_a_press_on_someone_elses_buttons_is_not_ours() -> None:
         )
         is None
     )
+
+
+# ---- text that cannot be encoded ------------------------------------------------------------------
+# A lone surrogate, NUL, an escape sequence, an emoji and an astral noncharacter in one text.
+HOSTILE = "a\ud800b\x00c \x1b[31m😀 \U0010ffff"
+MADE_VALID = "a\ufffdbc [31m😀 \ufffd"
+
+
+async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_valid(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await env.dm(ALICE, HOSTILE)
+        assert await env.answered(DMS[ALICE], "", MADE_VALID) == f"Echo: {MADE_VALID}"
+        await env.dm(BOB, "still there?")
+        await env.answered(DMS[BOB], "", "Echo: still there?")
+    assert prompt_texts(fake_agent) == [MADE_VALID, "still there?"]
+
+
+async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    steps = script({"chunk": HOSTILE}, {"sleep": 0.2}, {"chunk": " end"})
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        thread = await env.mention(ALICE, steps)  # a thread reply: streamed natively
+        assert await env.answered(CHANNEL, thread, " end") == f"{MADE_VALID} end"
+        await env.dm(BOB, "next")
+        await env.answered(DMS[BOB], "", "Echo: next")

@@ -581,3 +581,67 @@ def test_group_messages_count_only_when_addressed_to_the_bot() -> None:
     elsewhere["message"]["chat"] = {"id": OTHER_GROUP, "type": "supergroup"}
     assert inbound_from_update(elsewhere, ME, gate) is None
     assert strip_mention(f"/model@{BOT_USERNAME} large", BOT_USERNAME) == "/model large"
+
+
+# ---- text that cannot be encoded, and faults -------------------------------------------------------
+# A lone surrogate, NUL, an escape sequence, an emoji and an astral noncharacter in one text.
+HOSTILE = "a\ud800b\x00c \x1b[31m😀 \U0010ffff"
+MADE_VALID = "a\ufffdbc [31m😀 \ufffd"
+
+
+async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_valid(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.dm(ALICE, HOSTILE)
+        await wait_for(shows(api, ALICE.id, f"Echo: {MADE_VALID}"), "alice's reply")
+        api.dm(BOB, "still there?")
+        await wait_for(shows(api, BOB.id, "Echo: still there?"), "bob's reply")
+    assert prompts(fake_agent) == [MADE_VALID, "still there?"]
+
+
+async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.dm(ALICE, script({"chunk": HOSTILE}, {"sleep": 0.2}, {"chunk": " end"}))
+        await wait_for(shows(api, ALICE.id, f"{MADE_VALID} end"), "the reply")
+        api.dm(BOB, "next")
+        await wait_for(shows(api, BOB.id, "Echo: next"), "bob's reply")
+    drafts = api.calls_to("sendMessageDraft", chat_id=ALICE.id)
+    assert drafts and all("\ud800" not in call.params["text"] for call in drafts)
+
+
+async def test_an_unexpected_exception_sending_to_one_chat_ends_its_turn_and_others_are_answered(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    api.garble_next("sendMessage", count=2, chat_id=ALICE.id)  # the final reply and its retry
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.dm(ALICE, "hello")
+        await wait_for(shows(api, ALICE.id, "Something went wrong"), "the fault sentence")
+        api.dm(BOB, "and me?")
+        await wait_for(shows(api, BOB.id, "Echo: and me?"), "bob's reply")
+        api.dm(ALICE, "again")
+        await wait_for(shows(api, ALICE.id, "Echo: again"), "alice's next reply")
+    (said, answered) = api.chat_messages(ALICE.id)
+    assert said.text.startswith("Something went wrong on Switchboard's side while answering (")
+    assert said.text.endswith("the details are in its log. Send your message again.")
+    assert answered.text == "Echo: again"
+
+
+async def test_an_unexpected_exception_in_a_group_preview_stops_only_that_preview(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    # previews in a group are 0.2 s apart at least: later ones are flushed by a scheduled task
+    steps = [{"chunk": "one"}]
+    for word in (" two", " three", " four", " five"):
+        steps += [{"sleep": 0.05}, {"chunk": word}]
+    api.garble_next("editMessageText", chat_id=GROUP)  # the first preview edit
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} {script(*steps)}", thread=topic)
+        await wait_for(shows(api, GROUP, "one two three four five"), "the whole reply", 15)
+        api.dm(BOB, "and me?")
+        await wait_for(shows(api, BOB.id, "Echo: and me?"), "bob's reply")
+    garbled = [call for call in api.calls_to("editMessageText", ok=False) if call.status == 0]
+    assert len(garbled) == 1

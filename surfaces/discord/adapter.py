@@ -529,6 +529,9 @@ class DiscordSurface:
                 exc,
             )
             key = ConversationKey(NAME, str(message.channel.id))
+        except Exception:  # unmapped: logged with its traceback; the message is still answered
+            log.exception("opening a thread in channel %s failed unexpectedly", message.channel.id)
+            key = ConversationKey(NAME, str(message.channel.id))
         else:
             self._threads[thread.id] = message.channel.id
             key = ConversationKey(NAME, str(thread.id))

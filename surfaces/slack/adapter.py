@@ -482,6 +482,9 @@ class SlackSurface:
                             await self._stop_stream(posted, "")
                         except SurfaceError as exc:
                             log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
+                        except Exception:  # unmapped: give this stream up, keep the others
+                            log.exception("slack: stopping stream %s failed", posted.ts)
+                            self._streams.pop(posted.ts, None)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # no drafts: live text is streamed or edited into real messages

@@ -675,6 +675,9 @@ class TelegramSurface:
                 except SurfaceError as exc:
                     log.info("telegram: a live preview in %s failed: %s", key, exc)
                     wait = self._group_interval
+                except Exception:  # unmapped: this chat's previews stop, the adapter goes on
+                    log.exception("telegram: a live preview in %s failed unexpectedly", key)
+                    return
         finally:
             live.flush_scheduled = False
 

@@ -275,12 +275,21 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def _line(obj: Any) -> bytes:
+    """One NDJSON line. surrogateescape writes raw bytes from argv back as they came; a lone
+    surrogate from a script ("\\ud800") goes out as a JSON escape, as JSON.stringify writes it."""
+    try:
+        return (_dumps(obj) + "\n").encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
 def log(record: dict[str, Any]) -> None:
     if not LOG_PATH:
         return
     rec = {"pid": os.getpid(), "t": round(time.time(), 6), **record}
     try:
-        line = (_dumps(rec) + "\n").encode("utf-8", "surrogateescape")
+        line = _line(rec)
     except (TypeError, ValueError):
         line = (_dumps({"pid": os.getpid(), "unloggable": repr(record)[:2000]}) + "\n").encode()
     with LOG_LOCK:
@@ -318,9 +327,7 @@ def write_line(data: bytes, logrec: dict[str, Any]) -> None:
 
 
 def send(frame: dict[str, Any]) -> None:
-    write_line(
-        (_dumps(frame) + "\n").encode("utf-8", "surrogateescape"), {"dir": "out", "frame": frame}
-    )
+    write_line(_line(frame), {"dir": "out", "frame": frame})
 
 
 def reply(req_id: Any, result: Any) -> None:
@@ -372,7 +379,7 @@ def _parse_list(spec: str | None) -> list[tuple[str, str]]:
 def _atomic_write_json(path: str, obj: Any) -> None:
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False)
+        json.dump(obj, f)  # escaped: a transcript may hold a lone surrogate a script sent
     os.replace(tmp, path)
 
 

@@ -15,7 +15,8 @@ Reproduced behaviour: long-poll `getUpdates` (`timeout`, `offset` confirms, rele
 `close()`), 409 while a webhook is set; `sendMessage`/`editMessageText` check HTML (`can't parse
 entities`), the 4096 UTF-16 limit after entity parsing (`message is too long`), and identical
 edits (`message is not modified`); `sendMessageDraft` only in private chats; callback queries
-answered once. Failures on demand: `fail_next(method, code, ...)` for the next N calls, users who
+answered once. Failures on demand: `fail_next(method, code, ...)` for the next N calls,
+`garble_next(method, ...)` for answers PTB cannot parse (a bug nobody maps), users who
 blocked the bot (403), and optional per-chat rate enforcement (`rate_interval`: a second
 message-producing call in one chat within that many seconds gets 429 with `retry_after`)."""
 
@@ -38,6 +39,7 @@ TOKEN = "123456789:TEST-fake-token-for-switchboard-tests-x"
 BOT_ID = 123456789
 BOT_USERNAME = "switchboard_test_bot"
 MAX_TEXT = 4096
+GARBLED = 0  # a "failure" code: answered ok, with a result of the wrong shape
 # Calls that post or change a message: what Telegram's per-chat flood control counts.
 RATE_LIMITED_METHODS = frozenset(
     {"sendMessage", "sendMessageDraft", "editMessageText", "editMessageReplyMarkup"}
@@ -385,6 +387,11 @@ class FakeBotApi:
             _Failure(code, description, retry_after, count, chat_id)
         )
 
+    def garble_next(self, method: str, *, count: int = 1, chat_id: int | None = None) -> None:
+        """The next `count` calls of `method` (to `chat_id`, if given) are answered "ok" with a
+        result that is not the object PTB expects, so PTB raises something no adapter maps."""
+        self._failures.setdefault(method, []).append(_Failure(GARBLED, "", None, count, chat_id))
+
     # ---- what the bot did ---------------------------------------------------------------------
     def calls_to(self, *methods: str, chat_id: int | None = None, ok: bool = True) -> list[ApiCall]:
         return [
@@ -425,6 +432,8 @@ class FakeBotApi:
             result = await handler(params)
         except ApiError as exc:
             call.status, call.description = exc.code, exc.description
+            if exc.code == GARBLED:
+                return web.json_response({"ok": True, "result": {"garbled": True}})
             return web.json_response(exc.body(), status=exc.code)
         return web.json_response({"ok": True, "result": result})
 
