@@ -26,7 +26,7 @@ from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
 from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notice
 from bot.doctor import run_doctor
-from bot.logs import configure_logging
+from bot.logs import configure_logging, install_loop_exception_handler, secret_values
 from bot.store import StoreError, open_store
 from bot.surface_registry import configured_surfaces, how_to_enable, terminal_surface
 from config import ConfigError, Settings, load_settings
@@ -127,6 +127,7 @@ class _AskOutput:
 
 
 async def _ask(settings: Settings, text: str) -> int:
+    install_loop_exception_handler()
     spec, gate = agent_plan(settings)  # before any spawn: an unroutable gate spawns nothing
     output = _AskOutput()
     interrupted = anyio.Event()
@@ -167,6 +168,7 @@ async def _ask(settings: Settings, text: str) -> int:
 
 # ---- chat / run -----------------------------------------------------------------------------
 async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
+    install_loop_exception_handler()
     store = open_store(settings.state)
     try:
         app = BotApp(settings, store, AccessPolicy.from_settings(settings))
@@ -202,6 +204,7 @@ async def _run(settings: Settings) -> int:
 
 
 async def _doctor(settings: Settings) -> int:
+    install_loop_exception_handler()
     checks = await run_doctor(settings)
     for check in checks:
         print(check.line(), flush=True)
@@ -222,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _say(str(exc))
         return EXIT_FAILED
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, secrets=secret_values(settings))
     try:
         if args.command == "ask":
             return anyio.run(_ask, settings, " ".join(args.text), backend="asyncio")

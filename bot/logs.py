@@ -10,13 +10,14 @@ nothing can leak through them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from pydantic import BaseModel
 
@@ -142,3 +143,48 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+# ---- the asyncio loop boundary ---------------------------------------------------------------
+_CONNECTION_RESETS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_loop_log = logging.getLogger("switchboard.loop")
+
+
+def _from_transport_callback(context: dict[str, Any]) -> bool:
+    """The loop reported a fault of a transport's own callback (closing, reading), not of a
+    task: the Windows Proactor's `_call_connection_lost`, a selector transport's, an SSL
+    transport's fatal error. Nobody awaits these; the connection is already going away."""
+    if context.get("task") is not None or context.get("future") is not None:
+        return False
+    if context.get("transport") is not None or context.get("protocol") is not None:
+        return True
+    handle = context.get("handle")
+    where = f"{context.get('message', '')} {handle!r}"
+    return "connection_lost" in where or "Transport" in where
+
+
+def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What the loop could not hand to any task. A peer's reset seen by a transport callback is
+    routine (one WARNING line); anything else is a bug or a lost task: an ERROR with what is
+    known about where it happened and the traceback."""
+    exc = context.get("exception")
+    message = context.get("message") or "unhandled exception in the event loop"
+    if isinstance(exc, _CONNECTION_RESETS) and _from_transport_callback(context):
+        _loop_log.warning(
+            "a connection was reset while its transport closed (%s: %s)",
+            type(exc).__name__,
+            exc,
+        )
+        return
+    crumbs = [message]
+    for key in ("task", "future", "handle", "transport", "protocol"):
+        if context.get(key) is not None:
+            crumbs.append(f"{key}={context[key]!r}")
+    if exc is not None:
+        crumbs.append(f"{type(exc).__name__}: {exc}")
+    _loop_log.error("asyncio: %s", "; ".join(crumbs), exc_info=exc)
+
+
+def install_loop_exception_handler() -> None:
+    """Call at the start of each command's anyio-run main, inside the running loop."""
+    asyncio.get_running_loop().set_exception_handler(loop_exception_handler)
