@@ -34,9 +34,10 @@ from bot.logs import (
     secret_values,
 )
 from config import load_settings
+from surfaces.slack import SlackSurface
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, script
 from tests.conftest import CliResult, FakeAgent
-from tests.engine_helpers import wait_for
+from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -469,3 +470,86 @@ async def test_a_long_poll_connection_reset_is_one_warning_and_the_bot_still_ans
     assert "polling for updates failed" in warnings[0]["msg"] and "exc" not in warnings[0]
     assert not [r for r in lines if r["level"] in ("error", "critical")]
     assert "Traceback" not in bot.text
+
+
+async def test_a_slack_socket_mode_reconnect_that_fails_once_is_a_warning_not_an_error(
+    tmp_path: Path, fake_agent: FakeAgent, restore_logging: None
+) -> None:
+    out = io.StringIO()
+    configure_logging("info", out)
+    settings = engine_settings(tmp_path, fake_agent, slack={"allowed_users": ["UALICE"]})
+    async with FakeSlack() as slack:
+        surface = SlackSurface(
+            bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url, ping_interval=0.3
+        )
+        async with running_app(settings, surface):  # type: ignore[arg-type]
+            await slack.wait_connected()
+            slack.refuse_sockets(1)
+            await slack.reset_connection()
+            await slack.wait_connected(connections=2, timeout=20)
+            assert slack.refused == 1
+            event = envelope(dm("DALICE", "UALICE", "after the reset", ts=slack.next_ts()))
+            envelope_id = await slack.push("events_api", event)
+            await wait_for(lambda: slack.acked(envelope_id), "the envelope to be acked")
+            await wait_for(
+                lambda: "Echo: after the reset" in slack.thread_text("DALICE"), "the reply", 20
+            )
+    # aiohttp.server is the fake's side (in this process), noting the connection it reset.
+    lines = [r for r in records(out.getvalue()) if r["logger"] != "aiohttp.server"]
+    refused = [r for r in lines if r["msg"].startswith("slack: Failed to connect")]
+    assert len(refused) == 1 and refused[0]["level"] == "warning", lines
+    assert "WSServerHandshakeError" in refused[0]["msg"] and "exc" not in refused[0]
+    assert not [r for r in lines if r["level"] in ("error", "critical")], lines
+
+
+async def test_a_discord_gateway_reconnect_is_a_warning_not_an_error_and_the_bot_answers(
+    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+) -> None:
+    env = cli_env | {
+        "SWITCHBOARD_LOG_LEVEL": "info",
+        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
+        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+    }
+    fake = FakeDiscord(token=DISCORD_TOKEN)
+    alice = fake.user("Alice")
+    await fake.start()
+    try:
+        env |= {
+            "SWITCHBOARD_DISCORD__TOKEN": DISCORD_TOKEN,
+            "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
+            "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
+            "SWITCHBOARD_DISCORD__ALLOWED_USERS": alice.id,
+        }
+        channel = fake.dm_channel(alice).id
+        async with switchboard_run(env, tmp_path) as bot:
+            await wait_for(lambda: fake.identifies and fake.commands, "the bot to connect", 20)
+            fake.refuse_gateway(1)  # discord.py logs the failed reconnect as an ERROR
+            await fake.drop_gateway()
+            await wait_for(lambda: fake.resumes, "the gateway to resume", 20)
+            assert fake.refused == 1
+            fake.dm(alice, "after the drop")
+            await wait_for(lambda: "Echo: after the drop" in fake.text_in(channel), "the reply", 20)
+    finally:
+        await fake.close()
+    lines = records(bot.text)
+    (warning,) = [r for r in lines if r["level"] == "warning"]
+    assert warning["msg"].startswith("discord: Attempting a reconnect") and "exc" not in warning
+    assert "WSServerHandshakeError" in warning["msg"]
+    assert not [r for r in lines if r["level"] in ("error", "critical")], lines
+
+
+def test_genuine_errors_on_a_tamed_sdk_logger_stay_errors_with_their_traceback(
+    restore_logging: None,
+) -> None:
+    out = io.StringIO()
+    configure_logging("info", out)
+    socket_mode = logging.getLogger("surfaces.slack.adapter.socket_mode")  # as the adapter made it
+    for fault in (ConnectionResetError(104, "Connection reset by peer"), ValueError("a bug")):
+        try:
+            raise fault
+        except Exception as exc:
+            socket_mode.exception(f"Failed to connect (error: {exc}); Retrying...")
+    socket_mode.error("Failed to receive or enqueue a message: ClientConnectionError, gone (s_1)")
+    socket_mode.error("Failed to receive or enqueue a message: KeyError, 'type' (s_1)")
+    levels = [(r["level"], "exc" in r) for r in records(out.getvalue())]
+    assert levels == [("warning", False), ("error", True), ("warning", False), ("error", False)]
