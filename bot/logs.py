@@ -33,8 +33,8 @@ _MIN_SECRET_PART = 12
 _RE_SECRET_SEPARATORS = re.compile(r"[:.]")
 
 _RE_TOKEN_SHAPED = re.compile(
-    r"(?<=/bot)\d+:[A-Za-z0-9_\-]+"  # Telegram, in a Bot API URL: /bot<id>:<secret>/getMe
-    r"|\b\d{5,}:[A-Za-z0-9_\-]{35}\b"  # a bare Telegram token
+    r"(?<=bot)\d+:[A-Za-z0-9_\-]{20,}"  # Telegram, as in a Bot API URL: /bot<id>:<secret>/getMe
+    r"|\b\d{5,}:[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])"  # a bare Telegram token
     r"|\bxox[a-z]-[A-Za-z0-9\-]+|\bxapp-[A-Za-z0-9\-]+"  # Slack bot/user/app tokens
     # Discord: three base64url parts (user id, timestamp, HMAC)
     r"|\b[A-Za-z0-9_\-]{20,}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"

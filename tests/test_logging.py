@@ -286,7 +286,8 @@ def test_every_record_is_redacted_whoever_logged_it_message_args_exception_and_s
     sdk.info('HTTP Request: POST %s "HTTP/1.1 200 OK"', f"http://h/bot{TELEGRAM_TOKEN}/getMe")
     sdk.debug("headers %r", {"Authorization": f"Bot {DISCORD_TOKEN}", "X-Secret": WEBHOOK_SECRET})
     sdk.debug("raw header line: authorization: Bearer abcdefghijklmnopqrstuvwxyz012345")
-    sdk.debug("bare %s and %s and %s", TELEGRAM_TOKEN.split("bot")[-1], BOT_TOKEN, APP_TOKEN)
+    ending_in_dash = "42424242:" + "A" * 34 + "-"
+    sdk.debug("bare %s, bot%s, %s and %s", ending_in_dash, TELEGRAM_TOKEN, BOT_TOKEN, APP_TOKEN)
     sdk.debug("a configured secret: %s", "plain-password-value")
     try:
         raise RuntimeError(f"rejected {WEBHOOK_SECRET}")
@@ -297,6 +298,7 @@ def test_every_record_is_redacted_whoever_logged_it_message_args_exception_and_s
     assert_nothing_of([TELEGRAM_TOKEN, DISCORD_TOKEN, BOT_TOKEN, APP_TOKEN, WEBHOOK_SECRET], text)
     assert "abcdefghijklmnopqrstuvwxyz012345" not in text
     assert "plain-password-value" not in text
+    assert "A" * 34 not in text
     lines = records(text)
     assert len(lines) == 7
     assert lines[0]["msg"] == 'HTTP Request: POST http://h/bot[redacted]/getMe "HTTP/1.1 200 OK"'
