@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp._dispatch import redact_links
+from acp._dispatch import redact, redact_links
 from config import valid_text
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _READ_SIZE = 256 * 1024
 _LOGGED_LINE_CHARS = 500
+# Read past the cut before redacting, so a credential the cut would split is still recognised.
+_REDACTION_MARGIN = 256
 
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
@@ -137,6 +139,22 @@ def _parse_line(line: bytes) -> Any:
     return json.loads(line)
 
 
+def _log_frame(direction: str, label: str, line: bytes) -> None:
+    """One debug line per frame: what went over the wire, truncated and redacted."""
+    head = line[: _LOGGED_LINE_CHARS + _REDACTION_MARGIN].decode("utf-8", "replace")
+    body = redact(head)[:_LOGGED_LINE_CHARS]
+    more = f" … ({len(line)} bytes)" if len(line) > _LOGGED_LINE_CHARS else ""
+    log.debug("%s %s %s%s", direction, label, body.rstrip("\n"), more)
+
+
+def _frame_label(message: dict[str, Any]) -> str:
+    """`session/prompt#3` for a request, `session/update` for a notification, `reply#3`."""
+    method = message.get("method")
+    if method is None:
+        return f"reply#{message.get('id')}"
+    return f"{method}#{message['id']}" if "id" in message else str(method)
+
+
 async def _no_handler(method: str, params: Any) -> RpcReply:
     return RpcReply(error={"code": METHOD_NOT_FOUND, "message": "Method not found"})
 
@@ -196,6 +214,12 @@ class SessionHandle:
             line = text.encode() + b"\n"
         except UnicodeEncodeError:  # a lone surrogate got past the edges: no frame may raise
             line = valid_text(text).encode() + b"\n"
+        method = frame.get("method")
+        self.recent_frames.append(
+            f"-> {method}" if method is not None else f"-> reply#{frame.get('id')}"
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            _log_frame("->", _frame_label(frame), line)
         try:
             async with self._write_lock:
                 await self._send.send(line)
@@ -325,12 +349,16 @@ class SessionHandle:
             log.debug("skipping non-object JSON from agent: %r", line[:_LOGGED_LINE_CHARS])
             return
         method = message.get("method")
+        if log.isEnabledFor(logging.DEBUG):
+            _log_frame("<-", _frame_label(message), line)
         if method is None:
             if "id" in message:
+                self.recent_frames.append(f"<- reply#{message['id']}")
                 self._on_reply(message)
             else:
                 log.debug("skipping frame without method or id: %r", line[:_LOGGED_LINE_CHARS])
             return
+        self.recent_frames.append(f"<- {method}")
         params = message.get("params")
         if "id" in message:
             # The scope exists before the task runs, so a `$/cancel_request` read in the same

@@ -29,7 +29,7 @@ from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
 from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notice
 from bot.doctor import run_doctor
-from bot.logs import configure_logging
+from bot.logs import configure_logging, install_loop_exception_handler, secret_values
 from bot.store import StoreError, open_store
 from bot.surface_registry import (
     configured_surfaces,
@@ -179,6 +179,7 @@ class _AskOutput:
 
 
 async def _ask(settings: Settings, text: str) -> int:
+    install_loop_exception_handler()
     spec, gate = agent_plan(settings)  # before any spawn: an unroutable gate spawns nothing
     output = _AskOutput()
     interrupted = anyio.Event()
@@ -219,6 +220,7 @@ async def _ask(settings: Settings, text: str) -> int:
 
 # ---- chat / run -----------------------------------------------------------------------------
 async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
+    install_loop_exception_handler()
     store = open_store(settings.state)
     try:
         app = BotApp(settings, store, AccessPolicy.from_settings(settings))
@@ -256,6 +258,7 @@ async def _run(settings: Settings) -> int:
 
 
 async def _doctor(settings: Settings) -> int:
+    install_loop_exception_handler()
     checks = await run_doctor(settings)
     for check in checks:
         print(check.line(), flush=True)
@@ -279,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             held.replay()
             _say(str(_as_typed(exc, args)))
             return EXIT_FAILED
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, secrets=secret_values(settings))
     held.replay()
     try:
         if args.command == "ask":

@@ -100,6 +100,7 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed
+from surfaces.recovered_faults import RecoveredFaults, tame
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,17 @@ NOT_YOURS = "This choice is not yours to answer."
 NOT_HERE = "Switchboard does not answer in this channel; use a DM or a channel it serves."
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
 NEW_MESSAGE, EDIT = 0, 1  # priorities for the global budget
+
+
+def _gateway_reconnect(record: logging.LogRecord, fault: BaseException | None) -> bool:
+    """discord.py logs these (as errors with a traceback) right before it reconnects and
+    resumes the gateway by itself, after a dropped connection or a timeout."""
+    return isinstance(record.msg, str) and record.msg.startswith(
+        ("Attempting a reconnect", "Failed to connect for shard_id")
+    )
+
+
+_GATEWAY_RECONNECTS = RecoveredFaults("discord", _gateway_reconnect)
 _STYLES = {
     "primary": discord.ButtonStyle.primary,
     "danger": discord.ButtonStyle.danger,
@@ -383,6 +395,8 @@ class DiscordSurface:
         after a cancel, for the bot's last replies; `close()` ends it."""
         client = self._client = self._build_client()
         self._on_event = on_event
+        for logger in ("discord.client", "discord.shard"):
+            tame(logger, _GATEWAY_RECONNECTS)
         try:
             await self._login(client)
             async with anyio.create_task_group() as tg:

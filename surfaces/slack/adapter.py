@@ -86,6 +86,7 @@ from surfaces.base import (
 )
 from surfaces.call_gate import CallGate
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
     choice_blocks,
     closed_choice_blocks,
@@ -124,6 +125,33 @@ _NO_STREAMS = {
     "feature_not_enabled",
 }
 _STREAM_OVER = {"message_not_in_streaming_state", "message_not_found", "msg_too_long"}
+
+# What slack_sdk's Socket Mode client logs from the loops that reconnect by themselves; some
+# attempts as errors with a traceback.
+_SOCKET_RETRIES = (
+    "Failed to connect (error:",
+    "Failed to receive or enqueue a message:",
+    "Failed to check the current session",
+    "Failed to close the old session",
+)
+_RE_CONNECTION_FAULT = re.compile(
+    r"\b(?:Client\w*Error|Server\w*Error|WSServerHandshakeError|Connection\w*Error"
+    r"|BrokenPipeError|TimeoutError|OSError)\b"
+)
+
+
+def _socket_connection_fault(record: logging.LogRecord, fault: BaseException | None) -> bool:
+    """A lost or refused Socket Mode connection, which the client retries; not a bug."""
+    if not (isinstance(record.msg, str) and record.msg.startswith(_SOCKET_RETRIES)):
+        return False
+    if fault is not None:
+        return isinstance(fault, OSError | aiohttp.ClientError | TimeoutError)
+    return _RE_CONNECTION_FAULT.search(record.msg) is not None
+
+
+_SOCKET_MODE_LOG = tame(
+    f"{__name__}.socket_mode", RecoveredFaults("slack", _socket_connection_fault)
+)
 
 
 class _Refused(SendFailed):
@@ -674,7 +702,11 @@ class SlackSurface:
         self, app: AsyncApp, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         handler = AsyncSocketModeHandler(
-            app, self._app_token, web_client=self._web(), ping_interval=self._ping_interval
+            app,
+            self._app_token,
+            logger=_SOCKET_MODE_LOG,
+            web_client=self._web(),
+            ping_interval=self._ping_interval,
         )
         try:
             try:  # a rejected app token is a setting error, not a reconnect loop

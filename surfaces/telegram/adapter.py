@@ -124,6 +124,16 @@ def _seconds(value: int | float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
+def _log_polling_fault(exc: TelegramError) -> None:
+    """PTB retries polling by itself. A dropped connection or a 5xx is routine and gets one
+    line; anything else (a conflict, a refusal) may need a person and keeps its traceback.
+    (PTB's default logs every fault as an ERROR with a traceback.)"""
+    if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
+        log.warning("telegram: polling for updates failed (%s); retrying", exc.message)
+    else:
+        log.error("telegram: polling for updates failed: %s", exc.message, exc_info=exc)
+
+
 async def _api(call: Awaitable[T]) -> T:
     """Await one Bot API call, translating PTB's exceptions to the surface's."""
     try:
@@ -331,7 +341,9 @@ class TelegramSurface:
                     await self._start_webhook()
                 else:
                     await app.updater.start_polling(
-                        timeout=self._poll_timeout, allowed_updates=ALLOWED_UPDATES
+                        timeout=self._poll_timeout,
+                        allowed_updates=ALLOWED_UPDATES,
+                        error_callback=_log_polling_fault,
                     )
                 tg.start_soon(self._register_commands)
                 log.info("telegram: receiving as @%s", self._me.username)

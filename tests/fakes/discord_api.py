@@ -8,7 +8,7 @@ ends with RESUMED (an unknown session gets INVALID_SESSION). Dispatches are numb
 and kept for resuming: MESSAGE_CREATE (what people type, and an echo of what the bot posts, as
 Discord does), THREAD_CREATE, INTERACTION_CREATE (slash commands and button presses).
 `drop_gateway()` closes the socket with 4000, which discord.py answers by reconnecting and
-resuming.
+resuming; `refuse_gateway(n)` answers the next n connection attempts 503.
 
 REST (`http://127.0.0.1:<port>/api/v10`): `/users/@me`, `/oauth2/applications/@me` (with the
 fields discord.py's login needs), `/gateway/bot`, channel messages (POST, PATCH), threads from a
@@ -301,6 +301,8 @@ class FakeDiscord:
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
+        self.refused = 0  # gateway connection attempts answered 503
+        self._refused_gateways = 0
         self._dms: dict[str, Channel] = {}
         self._sessions: dict[str, _Session] = {}
         self._shard_sessions: dict[int, _Session] = {}
@@ -529,7 +531,15 @@ class FakeDiscord:
         if session.outbox is not None:
             session.outbox.put_nowait(frame)
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    def refuse_gateway(self, count: int = 1) -> None:
+        """The next `count` gateway connection attempts are answered 503."""
+        self._refused_gateways += count
+
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self._refused_gateways > 0:
+            self._refused_gateways -= 1
+            self.refused += 1
+            return web.Response(status=503)
         ws = web.WebSocketResponse(max_msg_size=0)
         await ws.prepare(request)
         outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()

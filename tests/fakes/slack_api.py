@@ -20,7 +20,9 @@ Every call is recorded (`calls`), with its status and the time it arrived (`time
 Socket Mode (`GET /socket`): sends `hello`, then whatever `push()` sends as envelopes
 (`events_api`, `interactive`) with `envelope_id` and `retry_attempt`; records the acks;
 `disconnect()` asks the client to reconnect
-(`{"type": "disconnect", "reason": "refresh_requested"}`).
+(`{"type": "disconnect", "reason": "refresh_requested"}`); `reset_connection()` drops the newest
+connection with a TCP reset, as a network fault does; `refuse_sockets(n)` answers the next n
+connection attempts 503.
 
 Builders for the payloads people cause (`dm`, `channel_message`, `mention`, `envelope`,
 `button_press`) and `SignedPoster`, which posts them to an HTTP-mode app signed as Slack does
@@ -33,6 +35,8 @@ import hmac
 import itertools
 import json
 import math
+import socket
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -143,7 +147,10 @@ class FakeSlack:
         self._last_write: dict[str, float] = {}
         self._ts = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
+        self._socket_transports: dict[web.WebSocketResponse, Any] = {}
         self.connections = 0
+        self.refused = 0  # Socket Mode connection attempts answered 503
+        self._refused_sockets = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -371,10 +378,20 @@ class FakeSlack:
         return {"channel": message.channel, "ts": message.ts, "message": {"text": message.text}}
 
     # ---- Socket Mode ---------------------------------------------------------------------------
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    def refuse_sockets(self, count: int = 1) -> None:
+        """The next `count` Socket Mode connection attempts are answered 503."""
+        self._refused_sockets += count
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self._refused_sockets > 0:
+            self._refused_sockets -= 1
+            self.refused += 1
+            return web.Response(status=503)
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self._sockets.append(ws)
+        assert request.transport is not None
+        self._socket_transports[ws] = request.transport
         self.connections += 1
         await ws.send_json(
             {
@@ -393,6 +410,7 @@ class FakeSlack:
         finally:
             if ws in self._sockets:
                 self._sockets.remove(ws)
+            self._socket_transports.pop(ws, None)
         return ws
 
     async def wait_connected(self, connections: int = 1, timeout: float = 10.0) -> None:
@@ -426,6 +444,14 @@ class FakeSlack:
 
     def acked(self, envelope_id: str) -> bool:
         return any(ack.get("envelope_id") == envelope_id for ack in self.acks)
+
+    async def reset_connection(self) -> None:
+        """Drop the newest Socket Mode connection without a close frame (RST, linger 0)."""
+        await self.wait_connected()
+        transport = self._socket_transports[self._sockets[-1]]
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the client to reconnect, as Slack does every few hours."""

@@ -16,7 +16,8 @@ Reproduced behaviour: long-poll `getUpdates` (`timeout`, `offset` confirms, rele
 entities`), the 4096 UTF-16 limit after entity parsing (`message is too long`), and identical
 edits (`message is not modified`); `sendMessageDraft` only in private chats; callback queries
 answered once. Failures on demand: `fail_next(method, code, ...)` for the next N calls,
-`garble_next(method, ...)` for answers PTB cannot parse (a bug nobody maps), users who
+`garble_next(method, ...)` for answers PTB cannot parse (a bug nobody maps), `reset_next(method)`
+(the connection is reset instead of answered), users who
 blocked the bot (403), and optional per-chat rate enforcement (`rate_interval`: a second
 message-producing call in one chat within that many seconds gets 429 with `retry_after`)."""
 
@@ -27,6 +28,8 @@ import itertools
 import json
 import math
 import re
+import socket
+import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -233,6 +236,7 @@ class FakeBotApi:
         self._query_ids = itertools.count(1)
         self._open_queries: set[str] = set()
         self._failures: dict[str, list[_Failure]] = {}
+        self._resets: dict[str, int] = {}
         self._last_call: dict[int, float] = {}
         self._new_update = asyncio.Event()
         self._closing = asyncio.Event()
@@ -392,6 +396,10 @@ class FakeBotApi:
         result that is not the object PTB expects, so PTB raises something no adapter maps."""
         self._failures.setdefault(method, []).append(_Failure(GARBLED, "", None, count, chat_id))
 
+    def reset_next(self, method: str, *, count: int = 1) -> None:
+        """The next `count` calls of `method` get a TCP reset instead of an answer."""
+        self._resets[method] = self._resets.get(method, 0) + count
+
     # ---- what the bot did ---------------------------------------------------------------------
     def calls_to(self, *methods: str, chat_id: int | None = None, ok: bool = True) -> list[ApiCall]:
         return [
@@ -421,6 +429,11 @@ class FakeBotApi:
         params = await _read_params(request)
         call = ApiCall(method, params, time.perf_counter())
         self.calls.append(call)
+        if self._resets.get(method, 0) > 0:
+            self._resets[method] -= 1
+            call.status, call.description = 0, "connection reset"
+            _reset_connection(request)
+            return web.Response()  # never reaches the client: its connection is gone
         try:
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")
@@ -636,6 +649,15 @@ class FakeBotApi:
         self._open_queries.discard(query_id)
         self.answers[query_id] = params
         return True
+
+
+def _reset_connection(request: web.Request) -> None:
+    """Close with RST (linger 0), as a peer or middlebox dropping the connection does."""
+    transport = request.transport
+    assert transport is not None
+    sock = transport.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 async def _read_params(request: web.Request) -> dict[str, Any]:
