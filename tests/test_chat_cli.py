@@ -491,6 +491,52 @@ def test_a_timeout_shows_the_partial_output_and_the_conversation_is_not_left_bus
     assert fake_agent.frames_in("session/cancel")
 
 
+STUBBORN = script({"chunk": "stuck "}, {"ignore_cancel": True}, {"hang": True})
+STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
+
+
+def production_graces(env: dict[str, str]) -> dict[str, str]:
+    """The environment without the fast test graces: the defaults are what is promised."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
+    }
+
+
+def test_a_timeout_on_an_agent_that_ignores_cancel_answers_promptly_and_respawns_it(
+    cli_env, fake_agent, tmp_path
+):
+    proc = subprocess.Popen(
+        [*chat_argv(fake_agent, "--timeout", "2", agent_opts=STUBBORN_OPTS)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=production_graces(cli_env),
+        cwd=tmp_path,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(f"{STUBBORN}\nnext\n".encode())
+    proc.stdin.flush()
+    assert wait_until(lambda: bool(fake_agent.frames_in("session/prompt")))
+    (sent,) = [
+        r for r in fake_agent.records() if r.get("frame", {}).get("method") == "session/prompt"
+    ]
+    shown = read_until(proc, "did not finish within 2 s")
+    late = time.time() - sent["t"] - 2
+    assert late < 3.5, f"the notice came {late:.1f} s after the timeout"
+    assert shown.startswith("stuck")
+    first = fake_agent.pids()
+    assert len(first) == 2  # the hung agent and its forked child
+    assert wait_until(lambda: not any(pid_alive(pid) for pid in first), timeout=5)
+    out, err = _communicate_within(proc, fake_agent, 20)  # closes stdin: the end of input
+    assert proc.returncode == 0, err
+    assert (shown + out.decode()).endswith("Echo: next\n")
+    assert fake_agent.spawns() == 2  # the next message got a fresh agent ...
+    assert fake_agent.frames_in("session/load")  # ... which resumed the conversation
+    assert all_gone(fake_agent)
+
+
 def test_max_tokens_keeps_the_text_and_says_it_was_cut(chat, fake_agent):
     result = chat(fake_agent, ["SCN_MAX_TOKENS"])
     assert result.returncode == 0, result.stderr
