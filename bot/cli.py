@@ -7,7 +7,8 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import anyio
 
@@ -20,7 +21,7 @@ from acp import (
     EventKind,
     PendingPermission,
 )
-from acp.runtime import RuntimePool
+from acp.runtime import AcpRuntime, RuntimeOpener, RuntimePool, RuntimeSpec, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
@@ -166,11 +167,35 @@ async def _ask(settings: Settings, text: str) -> int:
 
 
 # ---- chat / run -----------------------------------------------------------------------------
-async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
+class _AgentStartWatch:
+    """Ends `chat` when its agent cannot be started (not found, died or refused at initialize):
+    every later message would fail the same way. The chat still says why, in one sentence."""
+
+    def __init__(self, stop: anyio.Event) -> None:
+        self.stop = stop
+        self.failed = False
+
+    @asynccontextmanager
+    async def open(self, spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+        try:
+            async with open_runtime(spec) as runtime:
+                yield runtime  # the pool prepares it (handshake) in this body
+        except (AcpError, AcpRuntimeError):
+            self.failed = True
+            self.stop.set()
+            raise
+
+
+async def _serve(
+    settings: Settings,
+    surfaces: Sequence[Surface],
+    stop: anyio.Event,
+    *,
+    opener: RuntimeOpener = open_runtime,
+) -> None:
     store = open_store(settings.state)
     try:
-        app = BotApp(settings, store, AccessPolicy.from_settings(settings))
-        stop = anyio.Event()
+        app = BotApp(settings, store, AccessPolicy.from_settings(settings), opener=opener)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
             await app.serve(surfaces, stop)
@@ -178,7 +203,6 @@ async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
-    return EXIT_OK
 
 
 async def _chat(settings: Settings) -> int:
@@ -188,7 +212,10 @@ async def _chat(settings: Settings) -> int:
             f"Chatting with the {settings.agent} agent in {settings.workspace}. "
             "/help lists commands; Ctrl-D quits."
         )
-    return await _serve(settings, [surface])
+    stop = anyio.Event()
+    watch = _AgentStartWatch(stop)
+    await _serve(settings, [surface], stop, opener=watch.open)
+    return EXIT_FAILED if watch.failed else EXIT_OK
 
 
 async def _run(settings: Settings) -> int:
@@ -198,7 +225,8 @@ async def _run(settings: Settings) -> int:
         for line in how_to_enable():
             _say(f"  {line}")
         return EXIT_USAGE
-    return await _serve(settings, surfaces)
+    await _serve(settings, surfaces, anyio.Event())
+    return EXIT_OK
 
 
 async def _doctor(settings: Settings) -> int:

@@ -292,6 +292,32 @@ def test_stdin_eof_ends_chat_with_exit_zero_after_the_last_reply(cli_env, fake_a
     assert all_gone(fake_agent)
 
 
+def test_chat_exits_1_naming_a_missing_agent_command(cli_env, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "chat", "--agent-command", "no-such-agent-binary acp"],
+        input="hello\nsecond\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.count("no-such-agent-binary") == 1  # said once; the chat then ended
+    assert "--agent-command" in proc.stdout
+    assert proc.stdout.endswith("\n")
+    assert "Traceback" not in proc.stderr
+
+
+def test_chat_exits_1_when_the_agent_dies_at_initialize(chat, fake_agent):
+    result = chat(fake_agent, ["hello", "second"], agent_opts=("--exit-on-start", "3"))
+    assert result.returncode == 1
+    assert result.stdout.count("stopped unexpectedly (exit code 3)") == 1
+    assert not fake_agent.frames_in("session/prompt")
+    assert "Traceback" not in result.stderr
+    assert all_gone(fake_agent)
+
+
 # ---- approvals ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("typed", "option_id", "outcome_line"),
