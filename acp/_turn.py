@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -100,6 +101,7 @@ class PromptTurn:
         self._held: list[AcpEvent] = []
         self._request_id: int | None = None
         self._grace_deadline: float | None = None
+        self._message_id: str | None = None  # of the latest text chunk
         self._timer: int | None = None
 
     @property
@@ -194,6 +196,8 @@ class PromptTurn:
                     if event is None:
                         continue
                     kind = event.kind
+                    if kind is _TEXT:
+                        event = self._separated(event)
                     if held is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
                         self.text_parts.append(held.text)
@@ -281,6 +285,16 @@ class PromptTurn:
             if percent is not None:
                 return AcpEvent(EventKind.USAGE, usage=UsageInfo(percent=percent), raw=params)
         return None
+
+    def _separated(self, event: AcpEvent) -> AcpEvent:
+        """A new agent message (another messageId, e.g. claude's informational notice) starts a
+        new paragraph: run together, two messages would read as one sentence."""
+        previous, self._message_id = self._message_id, event.message_id or self._message_id
+        if previous is None or event.message_id in (None, previous) or not self.text_parts:
+            return event
+        tail = self.partial_output[-2:]
+        gap = "" if tail == "\n\n" else "\n" if tail.endswith("\n") else "\n\n"
+        return replace(event, text=gap + event.text.lstrip("\n"))
 
     def _release_held(self) -> list[AcpEvent]:
         held, self._held = self._held, []

@@ -143,6 +143,18 @@ def test_replies_print_in_the_order_the_lines_were_typed(chat, fake_agent):
     assert fake_agent.spawns() == 1
 
 
+def test_separate_agent_messages_are_shown_as_separate_paragraphs(chat, fake_agent):
+    two_messages = script(
+        {"chunk": "I can", "messageId": "m1"},
+        {"chunk": " help.", "messageId": "m1"},
+        {"chunk": "**Notice:** continuing once", "messageId": "m2"},
+    )
+    result = chat(fake_agent, [two_messages, "/status"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("I can help.\n\n**Notice:** continuing once\n")
+    assert result.stdout.endswith("Turn: idle\n")
+
+
 def test_help_lists_every_command_and_asks_the_agent_nothing(chat, fake_agent):
     result = chat(fake_agent, ["/help"])
     assert result.returncode == 0, result.stderr
