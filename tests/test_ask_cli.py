@@ -185,7 +185,7 @@ def test_a_timeout_on_an_agent_that_ignores_cancel_still_returns(run_cli, fake_a
     assert not any(pid_alive(pid) for pid in fake_agent.pids())
 
 
-STUBBORN = script({"chunk": "stuck "}, {"ignore_cancel": True}, {"hang": True})
+STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
 STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
 
 
