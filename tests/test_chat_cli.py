@@ -304,6 +304,30 @@ def test_stdin_eof_ends_chat_with_exit_zero_after_the_last_reply(cli_env, fake_a
     assert all_gone(fake_agent)
 
 
+def test_chat_with_stdin_from_dev_null_ends_cleanly(run_cli, fake_agent):
+    result = run_cli("chat", "--agent-command", fake_agent.command())  # stdin is /dev/null
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == ""
+
+
+def test_chat_with_stdin_from_a_regular_file_answers_every_line(cli_env, fake_agent, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("first\nSCN_STREAM\n")
+    with lines.open("rb") as stdin:
+        proc = subprocess.run(
+            chat_argv(fake_agent),
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Echo: first\nHello, world\n"
+
+
 def test_chat_exits_1_naming_a_missing_agent_command(cli_env, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bot", "chat", "--agent-command", "no-such-agent-binary acp"],
