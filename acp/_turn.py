@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -50,6 +51,11 @@ _CONTENT = frozenset(
 
 ErrorFactory = Callable[[dict[str, Any], str], AcpError]
 
+# How long a timed-out turn waits for the agent to acknowledge its cancel. The person must see the
+# partial output and the notice within 2 s of the timeout, so this is short whatever the cancel
+# grace (which /stop gets in full: a person who asked to stop can wait for a clean ending).
+TIMEOUT_CANCEL_WAIT = 1.0
+
 
 def _deliver_to(inbox: SessionInbox) -> Callable[[RpcReply | AcpRuntimeError], None]:
     """Route a request's reply into the session's ordered inbox, behind the frames before it."""
@@ -88,10 +94,15 @@ class PromptTurn:
         self.refusal: RefusalInfo | None = None
         self.cancel_sent = False
         self.answered_cancelled = False
+        # The agent did not answer the cancel within its grace: it is hung and must be stopped.
+        self.cancel_ignored = False
         self.pending: list[PendingPermission] = []
         self._system_error = False
         self._held: list[AcpEvent] = []
         self._request_id: int | None = None
+        self._grace_deadline: float | None = None
+        self._message_id: str | None = None  # of the latest text chunk
+        self._timer: int | None = None
 
     @property
     def partial_output(self) -> str:
@@ -103,8 +114,14 @@ class PromptTurn:
         return self.tool_calls > 0 or any(part.strip() for part in self.text_parts)
 
     # ---- control ----------------------------------------------------------------------------
-    async def cancel(self) -> None:
-        """session/cancel once, then answer every pending permission `cancelled` (ACP rule)."""
+    async def cancel(self, *, grace: float | None = None) -> None:
+        """session/cancel once, then answer every pending permission `cancelled` (ACP rule).
+        The turn then waits at most `grace` (default: the cancel grace) for the agent's answer."""
+        wait = self.cancel_grace if grace is None else grace
+        limit = time.monotonic() + wait
+        if self._grace_deadline is None or limit < self._grace_deadline:
+            self._grace_deadline = limit
+            self._arm(limit)
         if not self.cancel_sent:
             self.cancel_sent = True
             try:
@@ -126,6 +143,13 @@ class PromptTurn:
             self.answered_cancelled = True
         return answer
 
+    def _arm(self, when: float) -> None:
+        """Wake the turn at `when` (one timer: the earliest limit that matters)."""
+        if self._timer is not None:
+            self.handle.cancel_timer(self._timer)
+        inbox = self.inbox
+        self._timer = self.handle.call_at(when, lambda: inbox.push(("t",)))
+
     # ---- the turn ---------------------------------------------------------------------------
     async def run(self, text: str) -> AsyncIterator[AcpEvent]:
         inbox = self.inbox
@@ -135,23 +159,13 @@ class PromptTurn:
             "session/prompt", params, _deliver_to(inbox)
         )
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        grace_deadline: float | None = None
         timed_out = False
         held: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         echoes_errors = self.backend.name == "claude"
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
         items = inbox.items
-        handle = self.handle
-        timer: int | None = None
-
-        def arm(when: float) -> None:
-            nonlocal timer
-            if timer is not None:
-                handle.cancel_timer(timer)
-            timer = handle.call_at(when, lambda: inbox.push(("t",)))
-
         if deadline is not None:
-            arm(deadline)
+            self._arm(deadline)
         try:
             while True:
                 if not items:
@@ -159,18 +173,19 @@ class PromptTurn:
                 item = items.popleft()
                 tag = item[0]
                 if tag == "t":
-                    limit = grace_deadline if grace_deadline is not None else deadline
-                    if limit is None:
+                    now = time.monotonic()
+                    if self._grace_deadline is not None and now >= self._grace_deadline:
+                        self.cancel_ignored = True
+                        break
+                    if deadline is not None and not timed_out and now >= deadline:
+                        timed_out = True
+                        await self.cancel(grace=min(self.cancel_grace, TIMEOUT_CANCEL_WAIT))
                         continue
-                    if time.monotonic() < limit:  # moved on (time spent with a person)
-                        arm(limit)
-                        continue
-                    if grace_deadline is not None:
-                        break  # no answer to the cancel within the grace period
-                    timed_out = True
-                    await self.cancel()
-                    grace_deadline = time.monotonic() + self.cancel_grace
-                    arm(grace_deadline)
+                    limits = [deadline] if deadline is not None and not timed_out else []
+                    if self._grace_deadline is not None:
+                        limits.append(self._grace_deadline)
+                    if limits:  # moved on (time spent with a person)
+                        self._arm(min(limits))
                     continue
                 if tag == "p" and held is not None:
                     self.text_parts.append(held.text)
@@ -181,6 +196,8 @@ class PromptTurn:
                     if event is None:
                         continue
                     kind = event.kind
+                    if kind is _TEXT:
+                        event = self._separated(event)
                     if held is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
                         self.text_parts.append(held.text)
@@ -247,8 +264,9 @@ class PromptTurn:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
-            if timer is not None:
-                handle.cancel_timer(timer)
+            if self._timer is not None:
+                self.handle.cancel_timer(self._timer)
+                self._timer = None
             if self._request_id is not None:
                 self.handle.forget(self._request_id)
             for pending in self.pending:
@@ -267,6 +285,16 @@ class PromptTurn:
             if percent is not None:
                 return AcpEvent(EventKind.USAGE, usage=UsageInfo(percent=percent), raw=params)
         return None
+
+    def _separated(self, event: AcpEvent) -> AcpEvent:
+        """A new agent message (another messageId, e.g. claude's informational notice) starts a
+        new paragraph: run together, two messages would read as one sentence."""
+        previous, self._message_id = self._message_id, event.message_id or self._message_id
+        if previous is None or event.message_id in (None, previous) or not self.text_parts:
+            return event
+        tail = self.partial_output[-2:]
+        gap = "" if tail == "\n\n" else "\n" if tail.endswith("\n") else "\n\n"
+        return replace(event, text=gap + event.text.lstrip("\n"))
 
     def _release_held(self) -> list[AcpEvent]:
         held, self._held = self._held, []

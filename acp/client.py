@@ -526,6 +526,9 @@ class AcpSession:
         finally:
             self.turn = None
             self.turns += 1
+            if turn.cancel_ignored:
+                # A hung agent would hold every later prompt: stop it; the next one respawns.
+                client.runtime.abandon()
 
     def _error_from(self, error: dict[str, Any], partial_output: str) -> AcpError:
         return _acp_error_from(

@@ -3,7 +3,8 @@
 The executable is resolved before spawning. The process runs in its own process group (agents
 fork children: kiro-cli-chat, native codex/claude binaries, MCP servers), its stderr is drained
 continuously into a bounded ring buffer (a full pipe would block the agent), and shutdown walks
-the ladder: close stdin, wait, SIGTERM the group, SIGKILL the group."""
+the ladder: close stdin, wait, SIGTERM the group, SIGKILL the group. An agent that ignored a
+cancel is abandoned: it is known to hang, so the ladder does not wait for it to exit by itself."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ T = TypeVar("T")
 CLIENT_NAME = "switchboard"
 CLIENT_VERSION = "0.1.0"
 STDERR_TAIL_BYTES = 64 * 1024
+# Each signal of the ladder gets this long to take effect (a hung agent: a short while only, so a
+# timed-out `ask` still exits within a few seconds of its timeout).
+SIGNAL_GRACE = 1.5
+ABANDONED_SIGNAL_GRACE = 0.5
 
 # Switchboard's own credentials never reach an agent (it runs whatever the model asks).
 _RE_OWN_SECRET = re.compile(r"^SWITCHBOARD_.*(TOKEN|SECRET|PASSWORD|KEY)", re.IGNORECASE)
@@ -135,6 +140,8 @@ class AcpRuntime:
         self.agent_info: dict[str, Any] = {}
         self.auth_status = ""  # claude/codex announce it: "none" means not signed in
         self.stopping = False  # set once shutdown begins: an exit after that is expected
+        self.abandoned = False  # it ignored a cancel: being stopped, never handed out again
+        self._tg: anyio.abc.TaskGroup | None = None  # serve_runtime's, while it serves us
         self.handle.on_notification = self._on_notification
 
     def _on_notification(self, method: str, params: Any) -> None:
@@ -157,7 +164,17 @@ class AcpRuntime:
 
     @property
     def alive(self) -> bool:
-        return self.handle.dead is None and self.process.returncode is None
+        return not self.abandoned and self.handle.dead is None and self.process.returncode is None
+
+    def abandon(self) -> None:
+        """The agent ignored a cancel: stop its process group now (in the background), and never
+        give it another prompt. Whoever asks for this runtime next gets a fresh one."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        log.info("stopping the agent pid=%d: it did not answer a cancel", self.pid)
+        if self._tg is not None:
+            self._tg.start_soon(self.shutdown)
 
     @property
     def supports_load(self) -> bool:
@@ -236,12 +253,16 @@ class AcpRuntime:
                     await stdin.aclose()
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     pass
-            with anyio.move_on_after(self.spec.shutdown_grace):
-                await self._wait_group_gone()
+            signal_grace = SIGNAL_GRACE
+            if self.abandoned:
+                signal_grace = ABANDONED_SIGNAL_GRACE
+            else:
+                with anyio.move_on_after(self.spec.shutdown_grace):
+                    await self._wait_group_gone()
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 if not _signal_group(self.process.pid, sig):
                     return
-                with anyio.move_on_after(1.5):
+                with anyio.move_on_after(signal_grace):
                     await self._wait_group_gone()
                     return
 
@@ -325,11 +346,13 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
     async with anyio.create_task_group() as tg:
         tg.start_soon(runtime._drain_stderr)
         tg.start_soon(runtime.handle.serve)
+        runtime._tg = tg
         try:
             yield runtime
         except Exception as exc:  # re-raised below, outside the task group, unwrapped
             failure = exc
         finally:
+            runtime._tg = None
             await runtime.shutdown()
             tg.cancel_scope.cancel()
     if failure is not None:

@@ -43,6 +43,15 @@ from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
 log = logging.getLogger(__name__)
 
+
+def _stop_reply(stopped: bool, dropped: int) -> str:
+    said = "Stopping." if stopped else "Nothing is running."
+    if dropped:
+        messages = "1 queued message was" if dropped == 1 else f"{dropped} queued messages were"
+        said = f"{said} {messages} dropped."
+    return said
+
+
 # Stopping must finish within 10 s: turns get this long to end with their partial output, then
 # are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
 SHUTDOWN_BUDGET = 4.0
@@ -185,8 +194,8 @@ class BotApp:
                     help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
                 )
             elif command is STOP:
-                stopped = await runner.stop()
-                await runner.say("Stopping." if stopped else "Nothing is running.")
+                stopped, dropped = await runner.stop()
+                await runner.say(_stop_reply(stopped, dropped))
             elif command is NEW:
                 await runner.stop()
                 await runner.sessions.forget()

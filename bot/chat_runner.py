@@ -496,16 +496,18 @@ class ChatRunner:
             timeout=self.engine.settings.prompt_timeout,
         )
 
-    async def stop(self) -> bool:
-        """/stop: cancel the running turn, drop the queue and pending approvals."""
+    async def stop(self) -> tuple[bool, int]:
+        """/stop: cancel the running turn, drop the queue and pending approvals. Returns whether
+        a turn was cancelled and how many queued messages were dropped."""
+        dropped = len(self.queue)
         for queued in self.queue:
             queued.done.set()
         self.queue.clear()
         session = self.sessions.current
         if not self.running or session is None or not session.busy:
-            return False
+            return False, dropped
         await session.cancel()
-        return True
+        return True, dropped
 
     def hard_stop(self) -> None:
         if self._turn_scope is not None:

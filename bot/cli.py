@@ -8,8 +8,8 @@ import importlib.metadata
 import logging
 import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
@@ -23,7 +23,7 @@ from acp import (
     EventKind,
     PendingPermission,
 )
-from acp.runtime import RuntimePool
+from acp.runtime import AcpRuntime, RuntimeOpener, RuntimePool, RuntimeSpec, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
@@ -219,12 +219,36 @@ async def _ask(settings: Settings, text: str) -> int:
 
 
 # ---- chat / run -----------------------------------------------------------------------------
-async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
+class _AgentStartWatch:
+    """Ends `chat` when its agent cannot be started (not found, died or refused at initialize):
+    every later message would fail the same way. The chat still says why, in one sentence."""
+
+    def __init__(self, stop: anyio.Event) -> None:
+        self.stop = stop
+        self.failed = False
+
+    @asynccontextmanager
+    async def open(self, spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
+        try:
+            async with open_runtime(spec) as runtime:
+                yield runtime  # the pool prepares it (handshake) in this body
+        except (AcpError, AcpRuntimeError):
+            self.failed = True
+            self.stop.set()
+            raise
+
+
+async def _serve(
+    settings: Settings,
+    surfaces: Sequence[Surface],
+    stop: anyio.Event,
+    *,
+    opener: RuntimeOpener = open_runtime,
+) -> None:
     install_loop_exception_handler()
     store = open_store(settings.state)
     try:
-        app = BotApp(settings, store, AccessPolicy.from_settings(settings))
-        stop = anyio.Event()
+        app = BotApp(settings, store, AccessPolicy.from_settings(settings), opener=opener)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
             await app.serve(surfaces, stop)
@@ -232,7 +256,6 @@ async def _serve(settings: Settings, surfaces: Sequence[Surface]) -> int:
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
-    return EXIT_OK
 
 
 async def _chat(settings: Settings) -> int:
@@ -242,7 +265,10 @@ async def _chat(settings: Settings) -> int:
             f"Chatting with the {settings.agent} agent in {settings.workspace}. "
             "/help lists commands; Ctrl-D quits."
         )
-    return await _serve(settings, [surface])
+    stop = anyio.Event()
+    watch = _AgentStartWatch(stop)
+    await _serve(settings, [surface], stop, opener=watch.open)
+    return EXIT_FAILED if watch.failed else EXIT_OK
 
 
 async def _run(settings: Settings) -> int:
@@ -254,7 +280,8 @@ async def _run(settings: Settings) -> int:
         return EXIT_USAGE
     for unusable in surfaces_nobody_can_use(settings):
         _say(f"Warning: {unusable.warning()}")  # loud, whatever the log level; keeps running
-    return await _serve(settings, surfaces)
+    await _serve(settings, surfaces, anyio.Event())
+    return EXIT_OK
 
 
 async def _doctor(settings: Settings) -> int:

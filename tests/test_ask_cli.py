@@ -185,6 +185,52 @@ def test_a_timeout_on_an_agent_that_ignores_cancel_still_returns(run_cli, fake_a
     assert not any(pid_alive(pid) for pid in fake_agent.pids())
 
 
+STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
+STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
+
+
+def production_graces(env: dict[str, str]) -> dict[str, str]:
+    """The environment without the fast test graces: the defaults are what is promised."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
+    }
+
+
+def test_a_timeout_on_an_agent_that_ignores_cancel_eof_and_sigterm_exits_promptly(
+    cli_env, fake_agent, tmp_path
+):
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "ask",
+            "--agent-command",
+            fake_agent.command(*STUBBORN_OPTS),
+            "--timeout",
+            "2",
+            STUBBORN,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=production_graces(cli_env),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1
+    assert proc.stdout == "stuck \n"
+    assert "did not finish within 2 s" in proc.stderr
+    assert elapsed < 2 + 3.5, f"ask took {elapsed:.1f} s"
+    assert fake_agent.frames_in("session/cancel")
+    assert len(fake_agent.pids()) == 2  # the agent and its forked child
+    assert not any(pid_alive(pid) for pid in fake_agent.pids())
+
+
 def test_a_permission_request_stops_the_turn_and_names_the_tool(run_cli, fake_agent):
     result = ask(run_cli, fake_agent, "SCN_PERMISSION")
     assert result.returncode == 1

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,18 @@ def test_replies_print_in_the_order_the_lines_were_typed(chat, fake_agent):
     assert result.stdout == "Echo: first\nHello, world\nEcho: third\n"
     assert prompts(fake_agent) == ["first", "SCN_STREAM", "third"]  # blank lines send nothing
     assert fake_agent.spawns() == 1
+
+
+def test_separate_agent_messages_are_shown_as_separate_paragraphs(chat, fake_agent):
+    two_messages = script(
+        {"chunk": "I can", "messageId": "m1"},
+        {"chunk": " help.", "messageId": "m1"},
+        {"chunk": "**Notice:** continuing once", "messageId": "m2"},
+    )
+    result = chat(fake_agent, [two_messages, "/status"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("I can help.\n\n**Notice:** continuing once\n")
+    assert result.stdout.endswith("Turn: idle\n")
 
 
 def test_help_lists_every_command_and_asks_the_agent_nothing(chat, fake_agent):
@@ -291,6 +303,56 @@ def test_stdin_eof_ends_chat_with_exit_zero_after_the_last_reply(cli_env, fake_a
     assert all_gone(fake_agent)
 
 
+def test_chat_with_stdin_from_dev_null_ends_cleanly(run_cli, fake_agent):
+    result = run_cli("chat", "--agent-command", fake_agent.command())  # stdin is /dev/null
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == ""
+
+
+def test_chat_with_stdin_from_a_regular_file_answers_every_line(cli_env, fake_agent, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("first\nSCN_STREAM\n")
+    with lines.open("rb") as stdin:
+        proc = subprocess.run(
+            chat_argv(fake_agent),
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Echo: first\nHello, world\n"
+
+
+def test_chat_exits_1_naming_a_missing_agent_command(cli_env, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "chat", "--agent-command", "no-such-agent-binary acp"],
+        input="hello\nsecond\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.count("no-such-agent-binary") == 1  # said once; the chat then ended
+    assert "--agent-command" in proc.stdout
+    assert proc.stdout.endswith("\n")
+    assert "Traceback" not in proc.stderr
+
+
+def test_chat_exits_1_when_the_agent_dies_at_initialize(chat, fake_agent):
+    result = chat(fake_agent, ["hello", "second"], agent_opts=("--exit-on-start", "3"))
+    assert result.returncode == 1
+    assert result.stdout.count("stopped unexpectedly (exit code 3)") == 1
+    assert not fake_agent.frames_in("session/prompt")
+    assert "Traceback" not in result.stderr
+    assert all_gone(fake_agent)
+
+
 # ---- approvals ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("typed", "option_id", "outcome_line"),
@@ -333,19 +395,45 @@ def test_a_number_with_no_approval_pending_is_an_ordinary_message(chat, fake_age
     [("kiro", (), "reject_once"), ("codex", ("--modes", "read-only,auto"), "cancel")],
 )
 def test_no_answer_in_time_selects_the_reject_option_never_cancelled(
-    chat, fake_agent, dialect, agent_opts, reject_id
+    cli_env, fake_agent, tmp_path, dialect, agent_opts, reject_id
 ):
-    result = chat(
-        fake_agent,
-        ["SCN_PERMISSION"],
-        dialect=dialect,
-        agent_opts=agent_opts,
-        env={"SWITCHBOARD_APPROVAL_TIMEOUT": "1"},
+    proc = subprocess.Popen(
+        chat_argv(fake_agent, agent_opts=agent_opts, dialect=dialect),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**cli_env, "SWITCHBOARD_APPROVAL_TIMEOUT": "1"},
+        cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stderr
-    assert "No answer within 1 s: rejected." in result.stdout
+    assert proc.stdin is not None
+    proc.stdin.write(b"SCN_PERMISSION\n")  # stdin stays open: someone could still answer
+    proc.stdin.flush()
+    shown = read_until(proc, "No answer within 1 s: rejected.")
+    out, err = _communicate_within(proc, fake_agent, 10)
+    assert proc.returncode == 0, err
+    assert (shown + out.decode()).endswith(f"permission:{reject_id}\n")
     assert permission_answers(fake_agent) == [{"outcome": "selected", "optionId": reject_id}]
     assert not fake_agent.frames_in("session/cancel")
+
+
+def test_end_of_input_with_an_approval_pending_rejects_it_at_once_and_ends(chat, fake_agent):
+    started = time.monotonic()
+    result = chat(fake_agent, ["SCN_PERMISSION"])  # the approval timeout is 5 minutes
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 10
+    assert "Type a number to answer." in result.stdout
+    assert result.stdout.endswith("permission:reject_once\n")
+    assert permission_answers(fake_agent) == [{"outcome": "selected", "optionId": "reject_once"}]
+    assert all_gone(fake_agent)
+
+
+def test_an_answer_that_is_not_a_number_of_the_menu_shows_the_menu_again(chat, fake_agent):
+    result = chat(fake_agent, ["SCN_PERMISSION", "yes please", "7", "1"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("  1) Yes\n  2) Always\n  3) No\nType a number to answer.\n") == 3
+    assert result.stdout.endswith("permission:allow_once\n")
+    assert permission_answers(fake_agent) == [{"outcome": "selected", "optionId": "allow_once"}]
+    assert prompts(fake_agent) == ["SCN_PERMISSION"]  # neither line became a prompt
 
 
 # ---- restart and resume ------------------------------------------------------------------------
@@ -508,6 +596,52 @@ def test_a_timeout_shows_the_partial_output_and_the_conversation_is_not_left_bus
     assert "Turn: idle" in out
     assert out.endswith("Echo: next\n")
     assert fake_agent.frames_in("session/cancel")
+
+
+STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
+STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
+
+
+def production_graces(env: dict[str, str]) -> dict[str, str]:
+    """The environment without the fast test graces: the defaults are what is promised."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
+    }
+
+
+def test_a_timeout_on_an_agent_that_ignores_cancel_answers_promptly_and_respawns_it(
+    cli_env, fake_agent, tmp_path
+):
+    proc = subprocess.Popen(
+        [*chat_argv(fake_agent, "--timeout", "2", agent_opts=STUBBORN_OPTS)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=production_graces(cli_env),
+        cwd=tmp_path,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(f"{STUBBORN}\nnext\n".encode())
+    proc.stdin.flush()
+    assert wait_until(lambda: bool(fake_agent.frames_in("session/prompt")))
+    (sent,) = [
+        r for r in fake_agent.records() if r.get("frame", {}).get("method") == "session/prompt"
+    ]
+    shown = read_until(proc, "did not finish within 2 s")
+    late = time.time() - sent["t"] - 2
+    assert late < 3.5, f"the notice came {late:.1f} s after the timeout"
+    assert shown.startswith("stuck")
+    first = fake_agent.pids()
+    assert len(first) == 2  # the hung agent and its forked child
+    assert wait_until(lambda: not any(pid_alive(pid) for pid in first), timeout=5)
+    out, err = _communicate_within(proc, fake_agent, 20)  # closes stdin: the end of input
+    assert proc.returncode == 0, err
+    assert (shown + out.decode()).endswith("Echo: next\n")
+    assert fake_agent.spawns() == 2  # the next message got a fresh agent ...
+    assert fake_agent.frames_in("session/load")  # ... which resumed the conversation
+    assert all_gone(fake_agent)
 
 
 def test_max_tokens_keeps_the_text_and_says_it_was_cut(chat, fake_agent):
@@ -735,3 +869,136 @@ def test_stdin_with_invalid_utf8_and_nul_reaches_the_agent_valid_and_chat_goes_o
     assert "Echo: hi \ufffdthere" in stdout
     assert "a\ufffdbc [31m😀 \ufffd" in stdout
     assert "Echo: after" in stdout
+
+
+# ---- the terminal --------------------------------------------------------------------------------
+def test_with_piped_stdin_the_reply_is_written_as_it_streams(cli_env, fake_agent, tmp_path):
+    slow = script({"chunk": "first part, "}, {"sleep": 2}, {"chunk": "second part"})
+    proc = _start_chat(cli_env, fake_agent, tmp_path, slow)
+    shown = read_until(proc, "first part,")
+    assert not any("second part" in json.dumps(frame) for frame in chunks_sent(fake_agent))
+    out, err = _communicate_within(proc, fake_agent, 15)
+    assert proc.returncode == 0, err
+    assert shown + out == "first part, second part\n"
+
+
+class Terminal:
+    """`switchboard chat` on a pseudo-terminal: what a person at a real terminal sees."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=cwd
+        )
+        os.close(slave)
+        self.seen = ""
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def wait_for(self, text: str, timeout: float = 15) -> str:
+        """Everything shown so far (newlines as "\\n"), once `text` is among it."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{text!r} not shown; got {self.seen!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:  # the chat exited and closed the terminal
+                    chunk = b""
+                assert chunk, f"the terminal closed before {text!r}; got {self.seen!r}"
+                self.seen += chunk.decode().replace("\r\n", "\n")
+        return self.seen
+
+    def end(self, agent: FakeAgent) -> int:
+        os.write(self.master, b"\x04")  # Ctrl-D: end of input
+        _communicate_within(self.proc, agent, 15)
+        os.close(self.master)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def terminal(
+    cli_env: dict[str, str], tmp_path: Path, fake_agent: FakeAgent
+) -> Iterator[Callable[..., Terminal]]:
+    started: list[Terminal] = []
+
+    def start(agent: FakeAgent, *options: str, agent_opts: Sequence[str] = ()) -> Terminal:
+        term = Terminal(chat_argv(agent, *options, agent_opts=agent_opts), cli_env, tmp_path)
+        started.append(term)
+        return term
+
+    yield start
+    for term in started:  # a failed test leaves nothing running
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait(10)
+    for pid in fake_agent.pids():
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_terminal_shows_a_prompt_when_it_waits_for_input(terminal, fake_agent):
+    term = terminal(fake_agent)
+    assert term.wait_for("> ") == "> "
+    term.type("hello")
+    term.wait_for("Echo: hello\n> ")
+    term.type("/status")
+    shown = term.wait_for("Turn: idle\n> ")
+    assert shown.startswith("> hello\nEcho: hello\n> /status\nAgent: kiro (")
+    assert term.end(fake_agent) == 0
+    assert all_gone(fake_agent)
+
+
+def test_a_line_typed_while_a_reply_streams_is_shown_after_it_then_answered(terminal, fake_agent):
+    slow = script({"chunk": "alpha "}, {"sleep": 1.5}, {"chunk": "omega"})
+    term = terminal(fake_agent)
+    term.wait_for("> ")
+    term.type(slow)
+    term.wait_for(slow + "\nalpha")  # the terminal's echo of the line, then the reply
+    term.type("typed meanwhile")
+    shown = term.wait_for("Echo: typed meanwhile\n> ")
+    reply = shown.split(slow + "\n", 1)[1]
+    assert reply == (
+        "alpha omega\n"
+        "> typed meanwhile\n"
+        "Queued; it goes to the agent when the current reply is done.\n"
+        "Echo: typed meanwhile\n"
+        "> "
+    )
+    assert term.end(fake_agent) == 0
+
+
+def test_stop_says_how_many_queued_messages_it_dropped(terminal, fake_agent):
+    term = terminal(fake_agent)
+    term.wait_for("> ")
+    term.type("SCN_HANG")
+    term.wait_for("SCN_HANG\npartial answer")
+    term.type("one")
+    term.type("two")
+    term.type("/stop")
+    shown = term.wait_for("queued messages were dropped.\n> ")
+    assert "Stopping. 2 queued messages were dropped." in shown
+    assert "The turn was stopped." in shown
+    assert prompts(fake_agent) == ["SCN_HANG"]  # the dropped lines never reached the agent
+    assert term.end(fake_agent) == 0
+
+
+def test_stop_ends_the_turn_of_an_agent_that_ignores_the_cancel_after_the_grace(
+    terminal, fake_agent
+):
+    term = terminal(fake_agent, agent_opts=STUBBORN_OPTS)  # SWITCHBOARD_CANCEL_GRACE is 1 here
+    term.wait_for("> ")
+    term.type(STUBBORN)
+    term.wait_for(STUBBORN + "\nstuck")
+    first = fake_agent.pids()
+    term.type("/stop")
+    term.wait_for("The turn was stopped.\n")
+    assert wait_until(lambda: not any(pid_alive(pid) for pid in first), timeout=5)
+    term.type("again")
+    term.wait_for("Echo: again\n> ")
+    assert fake_agent.spawns() == 2
+    assert term.end(fake_agent) == 0
+    assert all_gone(fake_agent)

@@ -1,15 +1,26 @@
 """The terminal surface: lines from stdin are messages, replies stream to stdout, tool approvals
 are numbered menus answered by typing the number. Also the in-process test surface.
 
+Output reads like a transcript: a reply streams by appending (a terminal cannot take text back),
+and every finished message ends with a newline. While a reply streams, nothing else is written
+into it: other messages (a "queued" notice, a command's answer) wait until it is done. Only an
+approval menu interrupts it, since the reply waits for the answer.
+
+On a terminal, a "> " prompt shows when Switchboard waits for input; while a reply streams the
+prompt is not shown and the terminal's echo is off, so typed text cannot land inside the reply
+(a line typed meanwhile is shown after the reply, then queued as usual).
+
 When stdin is not a terminal (a script, a pipe) each message waits for the previous reply to
-finish, so output stays in order; lines that answer a pending approval are taken at once."""
+finish, so output stays in order; lines that answer a pending approval are taken at once. At the
+end of input an approval still pending is declined at once, and `run` returns after the last
+reply."""
 
 from __future__ import annotations
 
 import os
-import stat
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
@@ -25,41 +36,25 @@ from surfaces.base import (
     SurfaceCapabilities,
     UserRef,
 )
-from surfaces.console.convert import choice_menu, pick_choice, render, split_status
+from surfaces.console.convert import (
+    PROMPT,
+    choice_menu,
+    declining_choice,
+    pick_choice,
+    render,
+    split_status,
+)
+from surfaces.console.input import TerminalEcho, read_lines
 
 CONSOLE_KEY = ConversationKey("console", "local")
 LOCAL_USER = UserRef("local", "you")
 
 
-async def read_lines(fd: int) -> AsyncIterator[str]:
-    """Lines from a file descriptor without a thread: a blocked read must not keep the process
-    alive at shutdown. Regular files are always readable, so they are read directly."""
-    regular = stat.S_ISREG(os.fstat(fd).st_mode)
-    was_blocking = os.get_blocking(fd)
-    if not regular:
-        os.set_blocking(fd, False)
-    buffer = b""
-    try:
-        while True:
-            if not regular:
-                await anyio.wait_readable(fd)
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                yield line.decode("utf-8", "replace")
-            if regular:
-                await anyio.lowlevel.checkpoint()
-        if buffer:
-            yield buffer.decode("utf-8", "replace")
-    finally:
-        if not regular:
-            os.set_blocking(fd, was_blocking)
+@dataclass(frozen=True, slots=True)
+class _Menu:
+    ref: MessageRef
+    text: str
+    choices: Sequence[Choice]
 
 
 class ConsoleSurface:
@@ -79,15 +74,20 @@ class ConsoleSurface:
         self.capabilities = SurfaceCapabilities(
             max_chars=max_chars,
             min_edit_interval=0.05,
-            can_edit=interactive,  # scripted runs print each reply once, whole
+            can_edit=True,  # streamed by appending, piped or not
             buttons=True,
         )
         self._printed: dict[str, str] = {}
+        self._live: set[str] = set()  # messages still streaming (no final edit yet)
+        self._held: list[str] = []  # finished messages waiting for the live ones
         self._at_line_start = True
         self._last_ref = ""
         self._next_id = 0
-        self._choices: list[tuple[MessageRef, Sequence[Choice]]] = []
-        self._choice_posted = anyio.Event()
+        self._menus: list[_Menu] = []
+        self._menu_posted = anyio.Event()
+        self._pending: set[anyio.Event] = set()  # `handled` of messages not answered yet
+        self._input_ended = False
+        self._echo = TerminalEcho(input_fd) if interactive else None
 
     # ---- output -------------------------------------------------------------------------------
     def _write(self, text: str) -> None:
@@ -100,20 +100,36 @@ class ConsoleSurface:
         if not self._at_line_start:
             self._write("\n")
 
-    def _start_message(self) -> MessageRef:
+    def _block(self, text: str) -> None:
+        """Write a finished message on lines of its own."""
         self._end_line()
+        self._write(text if text.endswith("\n") else text + "\n")
+
+    def _say(self, text: str) -> None:
+        """A finished message: now, or after the reply that is streaming."""
+        if self._live:
+            self._held.append(text)
+        else:
+            self._block(text)
+
+    def _new_ref(self) -> MessageRef:
         self._next_id += 1
-        ref = MessageRef(CONSOLE_KEY, str(self._next_id))
-        self._last_ref = ref.id
-        return ref
+        return MessageRef(CONSOLE_KEY, str(self._next_id))
 
     def render(self, markdown: str) -> str:
         return render(markdown)
 
     async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
-        ref = self._start_message()
+        ref = self._new_ref()
         answer = render(split_status(text)[0])
         self._printed[ref.id] = answer
+        if formatted:
+            self._say(answer)
+            return ref
+        self._live.add(ref.id)  # the start of a streamed reply
+        self._hide_echo()
+        self._end_line()
+        self._last_ref = ref.id
         self._write(answer)
         return ref
 
@@ -123,16 +139,20 @@ class ConsoleSurface:
         if answer.startswith(shown):
             delta = answer[len(shown) :]
         elif shown.startswith(answer):
-            return  # nothing new; a terminal cannot take text back
+            delta = ""  # nothing new; a terminal cannot take text back
         else:
             delta = "\n" + answer
-        if not delta:
-            return
-        if ref.id != self._last_ref:
-            self._start_message()
-            self._last_ref = ref.id
-        self._printed[ref.id] = answer
-        self._write(delta)
+        if delta:
+            if ref.id != self._last_ref:  # another message was written since: a new line
+                self._end_line()
+                self._last_ref = ref.id
+            self._printed[ref.id] = answer
+            self._write(delta)
+        if formatted and ref.id in self._live:  # the final edit: this message is done
+            self._live.discard(ref.id)
+            if ref.id == self._last_ref:
+                self._end_line()
+            self._settle()
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # a terminal streams by appending (edit), it has no drafts
@@ -145,14 +165,18 @@ class ConsoleSurface:
         *,
         allowed_users: Sequence[str],
     ) -> MessageRef:
-        ref = await self.send(key, choice_menu(prompt, choices) + "\n")
-        self._choices.append((ref, choices))
-        self._choice_posted.set()
-        return ref
+        menu = _Menu(self._new_ref(), choice_menu(prompt, choices), choices)
+        self._menus.append(menu)
+        self._block(menu.text)  # at once: the reply waits for this answer
+        self._menu_posted.set()
+        self._ask_for_input()
+        return menu.ref
 
     async def close_choice(self, ref: MessageRef, outcome: str) -> None:
-        self._choices = [(r, c) for r, c in self._choices if r != ref]
-        await self.send(ref.key, outcome + "\n")
+        self._menus = [menu for menu in self._menus if menu.ref != ref]
+        self._block(outcome)
+        if not self._menus and (self._pending or self._live):
+            self._hide_echo()  # the reply goes on
 
     async def typing(self, key: ConversationKey) -> None:
         return None
@@ -161,22 +185,80 @@ class ConsoleSurface:
         return None
 
     async def close(self) -> None:
+        self._live.clear()
+        self._flush_held()
         self._end_line()
+        self._show_echo()
+
+    # ---- the prompt and the echo ----------------------------------------------------------------
+    def _flush_held(self) -> None:
+        held, self._held = self._held, []
+        for text in held:
+            self._block(text)
+
+    def _settle(self) -> None:
+        """After a reply or a message's turn ended: show what waited, then ask for input."""
+        if self._live:
+            return
+        self._flush_held()
+        self._pending = {event for event in self._pending if not event.is_set()}
+        if not self._pending and not self._input_ended:
+            self._ask_for_input()
+
+    def _ask_for_input(self) -> None:
+        if self._echo is None or self._input_ended:
+            return
+        self._show_echo()
+        self._end_line()
+        self._write(PROMPT)
+
+    def _hide_echo(self) -> None:
+        if self._echo is not None and not self._menus:
+            self._echo.hide()
+
+    def _show_echo(self) -> None:
+        if self._echo is not None:
+            self._echo.show()
 
     # ---- input --------------------------------------------------------------------------------
-    def _answer_for(self, line: str) -> ChoiceAnswer | None:
-        if not self._choices:
-            return None
-        choices = self._choices[-1][1]
-        choice = pick_choice(line, choices)
-        if choice is None:
-            return None
-        self._choices.pop()  # answered: the next number belongs to the next menu
+    def _answer(self, menu: _Menu, choice: Choice) -> ChoiceAnswer:
+        self._menus.remove(menu)  # answered: the next number belongs to the next menu
 
         async def notify(text: str) -> None:
-            await self.send(CONSOLE_KEY, text + "\n")
+            self._block(text)
 
         return ChoiceAnswer(CONSOLE_KEY, LOCAL_USER, choice.token, _event_id(), notify)
+
+    def _answer_menu(self, line: str, tg: anyio.abc.TaskGroup, on_event: OnEvent) -> bool:
+        """Whether the line was for the open menu: a number answers it; anything else but a
+        command shows the menu again, since it cannot be a reply to it."""
+        menu = self._menus[-1]
+        choice = pick_choice(line, menu.choices)
+        if choice is not None:
+            tg.start_soon(on_event, self._answer(menu, choice))
+            return True
+        if line.strip().startswith("/"):
+            return False
+        self._block(menu.text)
+        self._ask_for_input()
+        return True
+
+    async def _submit(self, line: str, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> anyio.Event:
+        handled = anyio.Event()
+        if self._echo is not None and self._echo.hidden:
+            self._say(PROMPT + line)  # typed while a reply streamed: shown after it
+        self._pending.add(handled)
+        self._hide_echo()
+        await on_event(Inbound(CONSOLE_KEY, LOCAL_USER, line, _event_id(), handled=handled))
+        tg.start_soon(self._settle_when, handled)  # on_event returns once queued: order is kept
+        return handled
+
+    async def _settle_when(self, handled: anyio.Event) -> None:
+        await handled.wait()
+        self._pending.discard(handled)
+        if not any(not event.is_set() for event in self._pending):
+            self._live.clear()  # no turn is left that could still stream
+        self._settle()
 
     async def run(
         self,
@@ -185,32 +267,53 @@ class ConsoleSurface:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         task_status.started()
-        async with anyio.create_task_group() as tg:
-            turn_done: anyio.Event | None = None
-            sent: list[anyio.Event] = []
-            async for raw in read_lines(self._fd):
-                line = raw.rstrip("\r")
-                while True:
-                    answer = self._answer_for(line)
-                    if answer is not None:
-                        tg.start_soon(on_event, answer)
-                        break
-                    if self.interactive or turn_done is None or turn_done.is_set():
-                        if line.strip():
-                            turn_done = anyio.Event()
-                            inbound = Inbound(
-                                CONSOLE_KEY, LOCAL_USER, line, _event_id(), handled=turn_done
-                            )
-                            sent = [e for e in sent if not e.is_set()] + [turn_done]
-                            await on_event(inbound)  # returns once queued: order is kept
-                        break
-                    # scripted: wait for the reply, unless an approval shows up that this
-                    # line may answer
-                    self._choice_posted = anyio.Event()
-                    await _first_of(turn_done, self._choice_posted)
-            for handled in sent:  # at end of input, every reply is still shown
-                await handled.wait()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._ask_for_input()
+                await self._read(on_event, tg)
+                self._input_ended = True
+                await self._finish_replies(on_event, tg)
+                tg.cancel_scope.cancel()
+        finally:
+            self._show_echo()
+        self._flush_held()
         self._end_line()
+
+    async def _read(self, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> None:
+        turn_done: anyio.Event | None = None
+        async for raw in read_lines(self._fd):
+            line = raw.rstrip("\r")
+            if self._echo is not None and not self._echo.hidden:
+                self._at_line_start = True  # the terminal echoed the line and its newline
+            while True:
+                if self._menus and self._answer_menu(line, tg, on_event):
+                    break
+                if self.interactive or turn_done is None or turn_done.is_set() or self._menus:
+                    if line.strip():
+                        turn_done = await self._submit(line, on_event, tg)
+                    else:
+                        self._settle()  # an empty line: ask again
+                    break
+                # scripted: wait for the reply, unless an approval shows up that this
+                # line may answer
+                self._menu_posted = anyio.Event()
+                await _first_of(turn_done, self._menu_posted)
+
+    async def _finish_replies(self, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> None:
+        """At end of input every reply is still shown; an approval nobody can answer any more is
+        declined at once instead of waiting out its timeout."""
+        while True:
+            self._pending = {event for event in self._pending if not event.is_set()}
+            if not self._pending:
+                return
+            while self._menus:
+                menu = self._menus[-1]
+                decline = declining_choice(menu.choices)
+                if decline is None:
+                    return  # nothing to decline with: stopping the chat cancels the turn
+                tg.start_soon(on_event, self._answer(menu, decline))
+            self._menu_posted = anyio.Event()
+            await _first_of(next(iter(self._pending)), self._menu_posted)
 
 
 async def _first_of(*events: anyio.Event) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from surfaces.base import STATUS_MARK, Choice
 
+PROMPT = "> "  # shown on a terminal when Switchboard waits for input
+
 
 def render(markdown: str) -> str:
     """Terminals show Markdown source well enough; only trailing spaces are dropped."""
@@ -36,3 +38,8 @@ def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
         return None
     number = int(text)
     return choices[number - 1] if 1 <= number <= len(choices) else None
+
+
+def declining_choice(choices: Sequence[Choice]) -> Choice | None:
+    """The option that says no (the bot styles the reject options "danger"), if there is one."""
+    return next((choice for choice in choices if choice.style == "danger"), None)
