@@ -1,9 +1,14 @@
 """The agent side: agent processes, JSON-RPC over their stdio, sessions, and the reading of
-their errors and refusals. Imports nothing from `bot/` or `surfaces/`."""
+their errors and refusals. Imports nothing from `bot/` or `surfaces/`; `bot/` imports only what
+this module exports.
 
+Two independent error families: `AcpError` (what went wrong in the conversation, with the retry
+verdict) and `AcpRuntimeError` (the agent process or its pipe failed). `AGENT_ERRORS` names both
+for callers that catch any agent failure."""
+
+from acp._dispatch import redact, redact_links
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, BACKENDS, Backend, get_backend
-from acp.client import AcpClient, AcpSession
-from acp.errors import (
+from acp.client import (
     AcpAuthRequired,
     AcpError,
     AcpModelUnavailable,
@@ -17,12 +22,21 @@ from acp.runtime import (
     AcpRuntime,
     AcpSpawnFailed,
     AcpWorkspaceBindingError,
+    RuntimeOpener,
+    RuntimePool,
     RuntimeSpec,
+    agent_environment,
     open_runtime,
+    resolve_executable,
 )
+from acp.session import AcpClient, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
 from acp.types import (
+    PERMISSION_ALLOW_ALWAYS,
+    PERMISSION_ALLOW_ONCE,
+    PERMISSION_REJECT_ALWAYS,
+    PERMISSION_REJECT_ONCE,
     STOP_REASON_CANCELLED,
     STOP_REASON_END_TURN,
     STOP_REASON_MAX_TOKENS,
@@ -36,11 +50,20 @@ from acp.types import (
     PermissionRequest,
     RefusalInfo,
     ToolCall,
+    UsageInfo,
 )
+
+# Any agent failure, of either family: `except AGENT_ERRORS` where one answer fits both.
+AGENT_ERRORS: tuple[type[AcpError], type[AcpRuntimeError]] = (AcpError, AcpRuntimeError)
 
 __all__ = [
     "ACP_BACKENDS_STRUCTURED_REFUSAL",
+    "AGENT_ERRORS",
     "BACKENDS",
+    "PERMISSION_ALLOW_ALWAYS",
+    "PERMISSION_ALLOW_ONCE",
+    "PERMISSION_REJECT_ALWAYS",
+    "PERMISSION_REJECT_ONCE",
     "STOP_REASON_CANCELLED",
     "STOP_REASON_END_TURN",
     "STOP_REASON_MAX_TOKENS",
@@ -71,10 +94,17 @@ __all__ = [
     "PermissionOption",
     "PermissionRequest",
     "RefusalInfo",
+    "RuntimeOpener",
+    "RuntimePool",
     "RuntimeSpec",
     "ToolCall",
     "ToolGateUnroutable",
+    "UsageInfo",
+    "agent_environment",
     "get_backend",
     "open_runtime",
     "plan_tool_gate",
+    "redact",
+    "redact_links",
+    "resolve_executable",
 ]

@@ -18,7 +18,7 @@ import anyio
 
 from acp._dispatch import codex_thread_status, kiro_context_percent, parse_refusal, parse_update
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, Backend
-from acp.errors import AcpError, AcpProcessDied, AcpTimeoutError
+from acp.client import AcpError, AcpProcessDied, AcpTimeoutError
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,

@@ -1,53 +1,242 @@
-"""`AcpClient`: the session API the bot uses, and the reading of agent errors.
+"""What went wrong in a conversation with an agent, as data: the `AcpError` family, and the
+catalogue that reads a raw JSON-RPC error `{code, message, data}` into one of them.
 
-Every backend reports failures differently (kiro: a string in `data`; claude: text after
-"Internal error: " plus `data.errorKind`; codex: `data.message`/`codexErrorInfo`, or a text chunk
-after a `systemError` thread status). `_format_acp_error` (what the person reads) and
-`_is_transient_raw_error` (whether the ladder retries) both come from one `_classify` over the
-module-level `_RE_*` patterns, so wording and verdict never drift apart."""
+::
+
+    AcpError                    .transient = the retry verdict, .kind = the catalogue class,
+                                .retries = automatic retries the ladder spent before giving up
+    ├── AcpTimeoutError         .partial_output
+    ├── AcpPermissionNeeded     tool approval required and nobody can answer
+    ├── AcpProcessDied          .ambiguous_delivery (died after the prompt may have been consumed)
+    ├── AcpAuthRequired         non-retryable; names the backend's sign-in step
+    ├── AcpToolGateUnroutable   non-retryable; wraps tool_gate.ToolGateUnroutable
+    ├── AcpModelUnavailable     non-retryable
+    └── AcpPromptBusy           a prompt is already in flight on this session
+
+Each message is built from the attributes, so what a person reads and what code decides on cannot
+drift apart. Every backend reports failures differently (kiro: a string in `data`; claude: text
+after "Internal error: " plus `data.errorKind`; codex: `data.message`/`codexErrorInfo`, or a text
+chunk after a `systemError` thread status). `_CATALOGUE` is an ordered table of error classes over
+the module-level `_RE_*` patterns; `_format_acp_error` (what the person reads) and
+`_is_transient_raw_error` (whether the ladder retries) both walk it, so wording and verdict never
+drift apart. The session API that raises these lives in `acp.session`, which this module does not
+need."""
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from acp._dispatch import parse_permission_request, redact_links
-from acp._turn import PromptTurn
+from acp._dispatch import redact_links
 from acp.backends import Backend, get_backend
-from acp.errors import (
-    AcpAuthRequired,
-    AcpError,
-    AcpModelUnavailable,
-    AcpPermissionNeeded,
-    AcpProcessDied,
-    AcpPromptBusy,
-    AcpTimeoutError,
-    AcpToolGateUnroutable,
-)
-from acp.runtime import AcpRuntime
-from acp.session_handle import AcpRuntimeDead, RpcReply
-from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
-from acp.types import AcpEvent, PendingPermission
+from acp.session_handle import NEXT_STEP
+from acp.tool_gate import ToolGateUnroutable
 
 __all__ = [
     "AcpAuthRequired",
-    "AcpClient",
     "AcpError",
     "AcpModelUnavailable",
     "AcpPermissionNeeded",
     "AcpProcessDied",
     "AcpPromptBusy",
-    "AcpSession",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
 ]
 
-log = logging.getLogger(__name__)
+
+# ---- the AcpError family -----------------------------------------------------------------
+def _with_request_id(text: str, request_id: str) -> str:
+    """The provider's request id, shown once, so a support ticket can quote it."""
+    if not request_id or request_id in text:
+        return text
+    return f"{text} (request id: {request_id})"
+
+
+def retries_clause(retries: int) -> str:
+    """Said only when the ladder really retried: the count is the ladder's own."""
+    if retries <= 0:
+        return ""
+    return (
+        f" and kept doing so through {retries} automatic {'retry' if retries == 1 else 'retries'}"
+    )
+
+
+class AcpError(Exception):
+    """`what` says what happened; `advice`, when given, what to do. With advice, the retries the
+    ladder spent (`retries`, set by whoever retried) are told between the two."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        advice: str = "",
+        kind: str = "unknown",
+        transient: bool = False,
+        code: int | None = None,
+        raw_error: dict[str, Any] | None = None,
+        request_id: str = "",
+        partial_output: str = "",
+    ) -> None:
+        self.what = what
+        self.advice = advice
+        self.retries = 0
+        self.kind = kind
+        self.transient = transient
+        self.code = code
+        self.raw_error = raw_error
+        self.request_id = request_id
+        self.partial_output = partial_output
+        super().__init__(what)
+
+    @property
+    def text(self) -> str:
+        if self.advice:
+            sentence = f"{self.what}{retries_clause(self.retries)}. {self.advice}"
+        else:
+            sentence = self.what
+        return _with_request_id(sentence, self.request_id)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class AcpTimeoutError(AcpError):
+    def __init__(self, timeout: float, partial_output: str = "") -> None:
+        self.timeout = timeout
+        shown = "what it wrote so far is above" if partial_output.strip() else "it wrote nothing"
+        super().__init__(
+            f"The agent did not finish within {timeout:g} s, so the turn was stopped; {shown}. "
+            "Ask again, perhaps for a smaller step, or allow a longer timeout.",
+            kind="timeout",
+            partial_output=partial_output,
+        )
+
+
+class AcpPermissionNeeded(AcpError):
+    def __init__(self, tool: str, partial_output: str = "") -> None:
+        self.tool = tool
+        super().__init__(
+            f"The agent asked for approval to run a tool ({tool}), and nobody can approve tools "
+            "here, so the turn was stopped without running it. Use an interactive chat to "
+            "approve it.",
+            kind="permission_needed",
+            partial_output=partial_output,
+        )
+
+
+class AcpProcessDied(AcpError):
+    def __init__(
+        self,
+        returncode: int | None,
+        *,
+        ambiguous_delivery: bool,
+        stderr_tail: str = "",
+        partial_output: str = "",
+    ) -> None:
+        self.returncode = returncode
+        self.ambiguous_delivery = ambiguous_delivery
+        self.stderr_tail = stderr_tail
+        status = "" if returncode is None else f" (exit code {returncode})"
+        if ambiguous_delivery:
+            # Earlier respawns are not this story: the request itself was not sent again.
+            super().__init__(
+                f"The agent process stopped unexpectedly{status} after it had started working "
+                "on the request, so it was not sent again: check what it did, then ask it to "
+                "continue. If it keeps stopping, check its command with `switchboard doctor`.",
+                kind="process_died",
+                partial_output=partial_output,
+            )
+        else:
+            super().__init__(
+                f"The agent process stopped unexpectedly{status} before it answered",
+                advice=NEXT_STEP,
+                kind="process_died",
+                transient=True,
+                partial_output=partial_output,
+            )
+
+
+class AcpAuthRequired(AcpError):
+    def __init__(
+        self,
+        backend_label: str,
+        sign_in: str,
+        *,
+        code: int | None = None,
+        raw_error: dict[str, Any] | None = None,
+        request_id: str = "",
+    ) -> None:
+        self.backend_label = backend_label
+        self.sign_in = sign_in
+        super().__init__(
+            f"{backend_label} is not signed in to its model service: {sign_in}, then try "
+            "again. Retrying or switching models will not help.",
+            kind="auth",
+            code=code,
+            raw_error=raw_error,
+            request_id=request_id,
+        )
+
+
+class AcpToolGateUnroutable(AcpError):
+    def __init__(self, cause: ToolGateUnroutable) -> None:
+        self.cause = cause
+        super().__init__(
+            f"Switchboard will not start {cause.agent}, because {cause.reason}, so its tools "
+            f"could run without anybody approving them; {cause.fix}, or set "
+            "SWITCHBOARD_ALLOW_UNGATED_TOOLS=true to accept that risk.",
+            kind="tool_gate",
+        )
+
+
+class AcpModelUnavailable(AcpError):
+    def __init__(
+        self,
+        model: str,
+        advertised: Sequence[str],
+        *,
+        code: int | None = None,
+        raw_error: dict[str, Any] | None = None,
+        request_id: str = "",
+    ) -> None:
+        self.model = model
+        self.advertised = tuple(advertised)
+        if model.lower() == "auto":
+            lead = "Automatic model choice is not available to this account"
+        elif model:
+            lead = f"This account cannot use the model '{model}'"
+        else:
+            lead = "This account cannot use the selected model"
+        if self.advertised:
+            shown = ", ".join(self.advertised[:8])
+            more = f" (+{len(self.advertised) - 8} more)" if len(self.advertised) > 8 else ""
+            tail = f"; the agent offers {shown}{more}. Choose one of those instead."
+        else:
+            tail = "; choose another model the agent offers."
+        super().__init__(
+            lead + tail,
+            kind="model_unavailable",
+            code=code,
+            raw_error=raw_error,
+            request_id=request_id,
+        )
+
+
+class AcpPromptBusy(AcpError):
+    def __init__(self, *, code: int | None = None, raw_error: dict[str, Any] | None = None) -> None:
+        super().__init__(
+            "The agent is still busy with an earlier request in this conversation",
+            advice="That clears by itself, so try again in a moment; if it persists, start a new "
+            "conversation.",
+            kind="prompt_busy",
+            transient=True,
+            code=code,
+            raw_error=raw_error,
+        )
+
 
 # ---- the catalogue's patterns ------------------------------------------------------------
 _RE_ENVELOPE = re.compile(r"^\s*Encountered an error in the response stream:\s*", re.I)
@@ -151,6 +340,7 @@ _RE_POLICY = re.compile(r"\bcyberPolicy\b|misalignmentPolicyViolation", re.I)
 _UNKNOWN_ADVICE = "Send the message again; if the error repeats, start a new conversation."
 
 
+# ---- the catalogue -----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _Parts:
     code: int | None
@@ -160,12 +350,212 @@ class _Parts:
 
 
 @dataclass(frozen=True, slots=True)
+class _Clue:
+    """What a row's extra condition may look at once its pattern matched."""
+
+    model: str
+    shown: str
+    advertised_models: Sequence[str] | None
+    fresh_session: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One class of agent error: the pattern that recognises it, the retry verdict, and what a
+    person reads. `text` may name `{said}` (the provider's words in parentheses, when it gave
+    any), `{shown}` (those words bare) and `{model}` (the model the match names). With `advice`,
+    `text` has no final full stop: the retries spent are told between the two. An empty `text`
+    means the class has its own exception, which builds its message from data."""
+
+    kind: str
+    transient: bool
+    pattern: re.Pattern[str]
+    text: str = ""
+    advice: str = ""
+    code: int | None = None  # a JSON-RPC code that means this class whatever the words
+    also_in_message: bool = False  # match `message` too when `data` carries the text
+    model: Callable[[re.Match[str]], str] | None = None  # the model the match names
+    when: Callable[[_Clue], bool] | None = None  # a further condition, else the next row
+
+
+@dataclass(frozen=True, slots=True)
 class _Verdict:
     kind: str
     transient: bool
     text: str  # what happened; with `advice`, without its final full stop
     model: str = ""
     advice: str = ""  # what to do, when the retries spent are to be told between the two
+    code: int | None = None
+    request_id: str = ""
+
+
+def _captured_model(found: re.Match[str]) -> str:
+    return found.group(1) or found.group(2) or ""
+
+
+def _quoted_model(found: re.Match[str]) -> str:
+    """kiro quotes the model and may end the sentence right after the quote."""
+    return _captured_model(found).rstrip(".:,;")
+
+
+def _advertised_lacks(model: str, advertised: Sequence[str] | None) -> bool:
+    return bool(advertised) and model.lower() not in {m.lower() for m in advertised or ()}
+
+
+def _not_entitled(clue: _Clue) -> bool:
+    """kiro's "The model 'x' is not available" means the account may not use x only when the
+    agent's non-empty model list lacks x; otherwise x is out of capacity for now."""
+    return _advertised_lacks(clue.model, clue.advertised_models)
+
+
+def _provider_explained(clue: _Clue) -> bool:
+    return bool(clue.shown)
+
+
+def _fresh(clue: _Clue) -> bool:
+    return clue.fresh_session
+
+
+_TRY_SHORTLY = "Try again shortly, or choose another model."
+_OVERFLOW = (
+    "The conversation no longer fits in the model's context window, and a retry cannot fix that. "
+)
+
+# First match wins, so the order is the catalogue's precedence: the structural classes (busy,
+# output limit, lost session, unentitled model) before account facts (usage limit, malformed,
+# context, image, size), those before the transient classes a provider's wording may also
+# mention (capacity, throttling, credentials, connection, server), and the policy block last.
+# A message matching none of them is quoted as the agent's own words (`_unknown`).
+_CATALOGUE: tuple[_Row, ...] = (
+    # kiro and claude say so in `data`, codex in `message`: either one counts, whoever sends it.
+    _Row("prompt_busy", True, _RE_PROMPT_BUSY, also_in_message=True),
+    _Row(
+        "output_limit",
+        False,
+        _RE_OUTPUT_LIMIT,
+        "The answer hit the model's output limit and was cut off; ask for smaller steps.",
+    ),
+    _Row(
+        "session_lost",
+        False,
+        _RE_SESSION_LOST,
+        "The agent no longer has this conversation's session; the next message starts without "
+        "the earlier context.",
+        code=-32002,
+    ),
+    _Row(
+        "model_unavailable",
+        False,
+        _RE_MODEL_NOT_AVAILABLE,
+        model=_quoted_model,
+        when=_not_entitled,
+    ),
+    _Row("model_unavailable", False, _RE_MODEL_NOT_FOUND, model=_captured_model),
+    _Row(
+        "usage_limit",
+        False,
+        _RE_USAGE_LIMIT,
+        "The agent's model account has reached its usage limit{said}. Retrying will not help "
+        "until the allowance resets: check the plan, or switch to a model or tier with capacity "
+        "left.",
+    ),
+    _Row(
+        "malformed",
+        False,
+        _RE_MALFORMED,
+        "The model service rejected the request as malformed, so sending it again unchanged "
+        "would fail the same way. Send /compact to shrink and repair the conversation, or start "
+        "a new conversation.",
+    ),
+    _Row(
+        "context_overflow",
+        False,
+        _RE_CONTEXT_OVERFLOW,
+        _OVERFLOW + "Even a brand-new conversation is too big, so the agent's standing tools, "
+        "rules or resources must be reduced.",
+        when=_fresh,
+    ),
+    _Row(
+        "context_overflow",
+        False,
+        _RE_CONTEXT_OVERFLOW,
+        _OVERFLOW + "Send /compact to summarise the conversation, or start a new conversation.",
+    ),
+    _Row(
+        "image_rejected",
+        False,
+        _RE_IMAGE,
+        "The model service refused an image{said}, and the conversation would replay it every "
+        "turn. Resend it as a PNG or JPEG under 5 MB, or start a new conversation.",
+    ),
+    _Row("oversized", False, _RE_OVERSIZED, "{shown}", when=_provider_explained),
+    _Row(
+        "oversized",
+        False,
+        _RE_OVERSIZED,
+        "The request is too large to send; remove or reduce the attached content.",
+    ),
+    # The same kiro wording as the unentitled row above, when the account may use the model.
+    _Row(
+        "model_capacity",
+        True,
+        _RE_MODEL_NOT_AVAILABLE,
+        "The model '{model}' is temporarily unavailable",
+        advice=_TRY_SHORTLY,
+        model=_quoted_model,
+    ),
+    _Row(
+        "model_capacity",
+        True,
+        _RE_MODEL_CAPACITY,
+        "The selected model is temporarily unavailable",
+        advice=_TRY_SHORTLY,
+    ),
+    _Row(
+        "throttled",
+        True,
+        _RE_THROTTLE,
+        "The model service is throttling requests (rate limit)",
+        advice="Wait a minute and try again, or choose another model.",
+    ),
+    _Row(
+        "credential_propagation",
+        True,
+        _RE_CREDENTIAL_PROPAGATION,
+        "The model service rejected the agent's credentials",
+        advice="That usually passes shortly after they are issued: try again in a minute, and "
+        "if it persists, refresh the agent's credentials.",
+    ),
+    _Row("auth", False, _RE_AUTH, code=-32000),
+    _Row(
+        "connection",
+        True,
+        _RE_CONNECTION,
+        "The agent could not reach its model service (connection failure)",
+        advice="Check the agent host's network or the model endpoint, then try again.",
+    ),
+    _Row(
+        "generate_failed",
+        True,
+        _RE_GENERATE_FAILED,
+        "The model service failed to produce a response",
+        advice="Try again.",
+    ),
+    _Row(
+        "server_error",
+        True,
+        _RE_SERVER,
+        "The model service had a temporary server error (5xx or overloaded)",
+        advice="Try again later; if it recurs, choose another model.",
+    ),
+    _Row(
+        "policy_blocked",
+        False,
+        _RE_POLICY,
+        "The model service blocked this request under its usage policy; rephrase it, or start a "
+        "new conversation.",
+    ),
+)
 
 
 def _split_error(error: dict[str, Any]) -> _Parts:
@@ -217,172 +607,60 @@ def _split_error(error: dict[str, Any]) -> _Parts:
     return _Parts(code, match_text, shown, request_id)
 
 
-def _advertised_lacks(model: str, advertised: Sequence[str] | None) -> bool:
-    return bool(advertised) and model.lower() not in {m.lower() for m in advertised or ()}
-
-
 def _classify(
     error: dict[str, Any],
     *,
     advertised_models: Sequence[str] | None = None,
     fresh_session: bool = False,
 ) -> _Verdict:
+    """Walk `_CATALOGUE` for the first row the error matches."""
     parts = _split_error(error)
     text, shown = parts.match_text, parts.shown_text
-    said = f" ({shown})" if shown else ""
     message = error.get("message")
-    if _RE_PROMPT_BUSY.search(text) or (
-        isinstance(message, str) and _RE_PROMPT_BUSY.search(message)
-    ):  # catalogue row 13: in `data` or `message`, whoever the backend
-        return _Verdict("prompt_busy", True, "")
-    if _RE_OUTPUT_LIMIT.search(text):
+    for row in _CATALOGUE:
+        found = row.pattern.search(text)
+        if found is None and row.also_in_message and isinstance(message, str):
+            found = row.pattern.search(message)
+        if found is None and (row.code is None or parts.code != row.code):
+            continue
+        model = row.model(found) if row.model is not None and found is not None else ""
+        if row.when is not None and not row.when(
+            _Clue(model, shown, advertised_models, fresh_session)
+        ):
+            continue
+        said = f" ({shown})" if shown else ""
         return _Verdict(
-            "output_limit",
-            False,
-            "The answer hit the model's output limit and was cut off; ask for smaller steps.",
+            row.kind,
+            row.transient,
+            row.text.format(said=said, shown=shown, model=model),
+            model=model,
+            advice=row.advice,
+            code=parts.code,
+            request_id=parts.request_id,
         )
-    if _RE_SESSION_LOST.search(text) or parts.code == -32002:
-        return _Verdict(
-            "session_lost",
-            False,
-            "The agent no longer has this conversation's session; the next message starts "
-            "without the earlier context.",
-        )
-    # kiro's "The model 'x' is not available" / "Invalid model ID: x": not entitled (6b, first
-    # in the chain) only when a non-empty advertised list lacks x; else capacity (6a, after
-    # the structural classes).
-    not_available = _RE_MODEL_NOT_AVAILABLE.search(text)
-    unavailable_model = ""
-    if not_available:
-        unavailable_model = (not_available.group(1) or not_available.group(2) or "").rstrip(".:,;")
-        if _advertised_lacks(unavailable_model, advertised_models):
-            return _Verdict("model_unavailable", False, "", model=unavailable_model)
-    not_found = _RE_MODEL_NOT_FOUND.search(text)
-    if not_found:
-        return _Verdict(
-            "model_unavailable", False, "", model=(not_found.group(1) or not_found.group(2) or "")
-        )
-    if _RE_USAGE_LIMIT.search(text):
-        return _Verdict(
-            "usage_limit",
-            False,
-            f"The agent's model account has reached its usage limit{said}. Retrying will not "
-            "help until the allowance resets: check the plan, or switch to a model or tier with "
-            "capacity left.",
-        )
-    if _RE_MALFORMED.search(text):
-        return _Verdict(
-            "malformed",
-            False,
-            "The model service rejected the request as malformed, so sending it again "
-            "unchanged would fail the same way. Send /compact to shrink and repair the "
-            "conversation, or start a new conversation.",
-        )
-    if _RE_CONTEXT_OVERFLOW.search(text):
-        if fresh_session:
-            hint = (
-                "Even a brand-new conversation is too big, so the agent's standing tools, rules "
-                "or resources must be reduced."
-            )
-        else:
-            hint = "Send /compact to summarise the conversation, or start a new conversation."
-        return _Verdict(
-            "context_overflow",
-            False,
-            f"The conversation no longer fits in the model's context window, and a retry "
-            f"cannot fix that. {hint}",
-        )
-    if _RE_IMAGE.search(text):
-        return _Verdict(
-            "image_rejected",
-            False,
-            f"The model service refused an image{said}, and the conversation would replay it "
-            "every turn. Resend it as a PNG or JPEG under 5 MB, or start a new conversation.",
-        )
-    if _RE_OVERSIZED.search(text):
-        return _Verdict(
-            "oversized",
-            False,
-            shown or "The request is too large to send; remove or reduce the attached content.",
-        )
-    if not_available:
-        return _Verdict(
-            "model_capacity",
-            True,
-            f"The model '{unavailable_model}' is temporarily unavailable",
-            advice="Try again shortly, or choose another model.",
-        )
-    if _RE_MODEL_CAPACITY.search(text):
-        return _Verdict(
-            "model_capacity",
-            True,
-            "The selected model is temporarily unavailable",
-            advice="Try again shortly, or choose another model.",
-        )
-    if _RE_THROTTLE.search(text):
-        return _Verdict(
-            "throttled",
-            True,
-            "The model service is throttling requests (rate limit)",
-            advice="Wait a minute and try again, or choose another model.",
-        )
-    if _RE_CREDENTIAL_PROPAGATION.search(text):
-        return _Verdict(
-            "credential_propagation",
-            True,
-            "The model service rejected the agent's credentials",
-            advice="That usually passes shortly after they are issued: try again in a minute, "
-            "and if it persists, refresh the agent's credentials.",
-        )
-    if parts.code == -32000 or _RE_AUTH.search(text):
-        return _Verdict("auth", False, "")
-    if _RE_CONNECTION.search(text):
-        return _Verdict(
-            "connection",
-            True,
-            "The agent could not reach its model service (connection failure)",
-            advice="Check the agent host's network or the model endpoint, then try again.",
-        )
-    if _RE_GENERATE_FAILED.search(text):
-        return _Verdict(
-            "generate_failed",
-            True,
-            "The model service failed to produce a response",
-            advice="Try again.",
-        )
-    if _RE_SERVER.search(text):
-        return _Verdict(
-            "server_error",
-            True,
-            "The model service had a temporary server error (5xx or overloaded)",
-            advice="Try again later; if it recurs, choose another model.",
-        )
-    if _RE_POLICY.search(text):
-        return _Verdict(
-            "policy_blocked",
-            False,
-            "The model service blocked this request under its usage policy; rephrase it, or "
-            "start a new conversation.",
-        )
-    if shown:
-        return _Verdict(
-            "unknown",
-            False,
-            f'The agent reported an error: "{shown}"',
-            advice=_UNKNOWN_ADVICE,
-        )
-    shown_error = dict(error)
-    if isinstance(error.get("data"), dict):  # coded kinds are for us, not for people
-        coded = ("errorKind", "codexErrorInfo")
-        shown_error["data"] = {k: v for k, v in error["data"].items() if k not in coded}
-    raw = _RE_SLASH_COMMAND.sub(
-        "[command removed]", redact_links(json.dumps(shown_error, ensure_ascii=False))
-    )[:500]
+    return _unknown(error, parts)
+
+
+def _unknown(error: dict[str, Any], parts: _Parts) -> _Verdict:
+    """Not a class we know: the agent's words are quoted as its own, and not retried."""
+    if parts.shown_text:
+        what = f'The agent reported an error: "{parts.shown_text}"'
+    else:
+        shown_error = dict(error)
+        if isinstance(error.get("data"), dict):  # coded kinds are for us, not for people
+            coded = ("errorKind", "codexErrorInfo")
+            shown_error["data"] = {k: v for k, v in error["data"].items() if k not in coded}
+        raw = _RE_SLASH_COMMAND.sub(
+            "[command removed]", redact_links(json.dumps(shown_error, ensure_ascii=False))
+        )[:500]
+        what = f"The agent reported an error it did not explain: {raw}"
     return _Verdict(
         "unknown",
         False,
-        f"The agent reported an error it did not explain: {raw}",
+        what,
         advice=_UNKNOWN_ADVICE,
+        code=parts.code,
+        request_id=parts.request_id,
     )
 
 
@@ -397,18 +675,13 @@ def _acp_error_from(
     """The raise helper: a raw JSON-RPC error object -> the AcpError a caller should raise."""
     backend = backend or get_backend("generic")
     verdict = _classify(error, advertised_models=advertised_models, fresh_session=fresh_session)
-    parts = _split_error(error)
-    code = parts.code
+    code, request_id = verdict.code, verdict.request_id
     exc: AcpError
     if verdict.kind == "prompt_busy":
         exc = AcpPromptBusy(code=code, raw_error=error)
     elif verdict.kind == "auth":
         exc = AcpAuthRequired(
-            backend.label,
-            backend.sign_in,
-            code=code,
-            raw_error=error,
-            request_id=parts.request_id,
+            backend.label, backend.sign_in, code=code, raw_error=error, request_id=request_id
         )
     elif verdict.kind == "model_unavailable":
         exc = AcpModelUnavailable(
@@ -416,7 +689,7 @@ def _acp_error_from(
             advertised_models or (),
             code=code,
             raw_error=error,
-            request_id=parts.request_id,
+            request_id=request_id,
         )
     else:
         exc = AcpError(
@@ -426,7 +699,7 @@ def _acp_error_from(
             transient=verdict.transient,
             code=code,
             raw_error=error,
-            request_id=parts.request_id,
+            request_id=request_id,
         )
     exc.partial_output = partial_output
     return exc
@@ -454,225 +727,9 @@ def _is_transient_raw_error(
 
 def _looks_like_error_text(text: str) -> bool:
     """A streamed chunk that may merely echo the error about to arrive (claude does this)."""
-    verdict = _classify({"code": -32603, "message": text})
-    return verdict.kind != "unknown"
+    return _classify({"code": -32603, "message": text}).kind != "unknown"
 
 
-# ---- sessions ----------------------------------------------------------------------------
-def _advertised_models(result: dict[str, Any]) -> list[str]:
-    for option in result.get("configOptions") or ():
-        if isinstance(option, dict) and (
-            option.get("category") == "model" or option.get("id") == "model"
-        ):
-            values = [c.get("value") for c in option.get("options") or () if isinstance(c, dict)]
-            return [v for v in values if isinstance(v, str)]
-    models = result.get("models")
-    if isinstance(models, dict):
-        ids = [m.get("modelId") for m in models.get("availableModels") or () if isinstance(m, dict)]
-        return [i for i in ids if isinstance(i, str)]
-    return []
-
-
-def _current_model(result: dict[str, Any]) -> str:
-    for option in result.get("configOptions") or ():
-        if isinstance(option, dict) and option.get("id") == "model":
-            value = option.get("currentValue")
-            return value if isinstance(value, str) else ""
-    models = result.get("models")
-    if isinstance(models, dict) and isinstance(models.get("currentModelId"), str):
-        return str(models["currentModelId"])
-    return ""
-
-
-class AcpSession:
-    """One agent session: prompt it, cancel it, pick its model."""
-
-    def __init__(self, client: AcpClient, session_id: str, result: dict[str, Any]) -> None:
-        self.client = client
-        self.session_id = session_id
-        self.result = result
-        self.models = _advertised_models(result)
-        self.model = _current_model(result)
-        self.turns = 0
-        self.turn: PromptTurn | None = None
-        self.inbox = client.runtime.handle.open_inbox(session_id)
-
-    @property
-    def busy(self) -> bool:
-        return self.turn is not None
-
-    async def prompt(self, text: str, *, timeout: float | None = None) -> AsyncIterator[AcpEvent]:
-        """Yield the turn's events, ending with one TERMINAL event carrying the stats.
-
-        Raises an AcpError (or AcpRuntimeError) when the turn fails."""
-        if self.turn is not None:
-            raise AcpPromptBusy()
-        client = self.client
-        turn = PromptTurn(
-            handle=client.runtime.handle,
-            inbox=self.inbox,
-            session_id=self.session_id,
-            backend=client.backend,
-            timeout=timeout,
-            cancel_grace=client.cancel_grace,
-            classify=self._error_from,
-            looks_like_error=_looks_like_error_text,
-            stderr_tail=client.runtime.stderr.text,
-        )
-        self.turn = turn
-        try:
-            async for event in turn.run(text):
-                yield event
-        finally:
-            self.turn = None
-            self.turns += 1
-            if turn.cancel_ignored:
-                # A hung agent would hold every later prompt: stop it; the next one respawns.
-                client.runtime.abandon()
-
-    def _error_from(self, error: dict[str, Any], partial_output: str) -> AcpError:
-        return _acp_error_from(
-            error,
-            backend=self.client.backend,
-            advertised_models=self.models or None,
-            fresh_session=self.turns == 0,
-            partial_output=partial_output,
-        )
-
-    async def cancel(self) -> None:
-        """Ask the agent to stop the running turn (no-op when idle)."""
-        if self.turn is not None:
-            await self.turn.cancel()
-
-    async def set_model(self, model: str) -> None:
-        params: dict[str, Any]
-        has_option = any(
-            isinstance(o, dict) and o.get("id") == "model"
-            for o in self.result.get("configOptions") or ()
-        )
-        if has_option:
-            method = "session/set_config_option"
-            params = {"sessionId": self.session_id, "configId": "model", "value": model}
-        else:
-            method = "session/set_model"
-            params = {"sessionId": self.session_id, "modelId": model}
-        reply = await self.client.runtime.call(method, params)
-        if reply.error is not None:
-            if self.models and model not in self.models:
-                raise AcpModelUnavailable(model, self.models, raw_error=reply.error)
-            raise self._error_from(reply.error, "")
-        self.model = model
-
-    def close(self) -> None:
-        self.client.runtime.handle.close_inbox(self.session_id)
-        self.client.sessions.pop(self.session_id, None)
-
-
-class AcpClient:
-    """Sessions on one running agent process."""
-
-    def __init__(
-        self, runtime: AcpRuntime, *, gate: GatePlan | None = None, cancel_grace: float = 10.0
-    ) -> None:
-        self.runtime = runtime
-        self.gate = gate or GatePlan()
-        self.cancel_grace = cancel_grace
-        self.sessions: dict[str, AcpSession] = {}
-        runtime.handle.on_request = self._on_agent_request
-
-    @property
-    def backend(self) -> Backend:
-        return self.runtime.backend
-
-    def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
-        if reply.error is not None:
-            raise _acp_error_from(reply.error, backend=self.backend, fresh_session=True)
-        return reply.result if isinstance(reply.result, dict) else {}
-
-    async def handshake(self) -> None:
-        try:
-            reply = await self.runtime.initialize()
-        except AcpRuntimeDead as exc:
-            # An agent that exits at once often said why on stderr (e.g. not signed in).
-            said = _classify({"code": -32603, "message": exc.stderr_tail})
-            if said.kind == "auth":
-                raise AcpAuthRequired(self.backend.label, self.backend.sign_in) from exc
-            raise
-        self._raise_for(reply)
-
-    async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
-        workspace = (cwd or self.runtime.workspace).resolve()
-        self.runtime.check_workspace(workspace)
-        result = self._raise_for(
-            await self.runtime.call("session/new", {"cwd": str(workspace), "mcpServers": []})
-        )
-        session_id = result.get("sessionId")
-        if not isinstance(session_id, str) or not session_id:
-            raise AcpError(
-                "The agent started a session without giving it an id, which ACP requires; "
-                "check that the agent command runs an ACP agent with `switchboard doctor`.",
-                kind="protocol",
-            )
-        return await self._adopt(session_id, result, model)
-
-    async def load_session(
-        self, session_id: str, *, cwd: Path | None = None, model: str = "", timeout: float = 600.0
-    ) -> AcpSession:
-        """Resume a stored session. The agent replays the history first: it is not shown."""
-        workspace = (cwd or self.runtime.workspace).resolve()
-        self.runtime.check_workspace(workspace)
-        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-        if self.backend.kiro_session_meta:
-            session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
-            params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
-        reply = await PromptTurn.load(
-            self.runtime.handle,
-            session_id,
-            params,
-            idle_timeout=self.runtime.spec.request_timeout,
-            hard_timeout=timeout,
-        )
-        result = self._raise_for(reply)
-        return await self._adopt(session_id, result, model)
-
-    async def _adopt(self, session_id: str, result: dict[str, Any], model: str) -> AcpSession:
-        session = AcpSession(self, session_id, result)
-        self.sessions[session_id] = session
-        if self.gate.enforced and self.gate.mode:
-            agent = describe_agent(self.backend, self.runtime.spec.argv)
-            try:
-                switch = find_mode_switch(agent, session_id, result, self.gate.mode)
-            except ToolGateUnroutable as exc:
-                raise AcpToolGateUnroutable(exc) from exc
-            reply = await self.runtime.call(switch.method, switch.params)
-            if reply.error is not None:
-                raise AcpToolGateUnroutable(
-                    ToolGateUnroutable(
-                        agent,
-                        f"it refused to switch to the session mode {self.gate.mode!r}, the one "
-                        "that asks before every tool call",
-                        "check the agent's own settings for what blocks that mode",
-                    )
-                )
-        if model and model != session.model:
-            await session.set_model(model)
-        return session
-
-    async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
-        if method != "session/request_permission" or not isinstance(params, dict):
-            return RpcReply(error={"code": -32601, "message": "Method not found"})
-        request = parse_permission_request(params)
-        session = self.sessions.get(request.session_id)
-        turn = session.turn if session is not None else None
-        if turn is None:
-            log.warning("permission request outside a turn; answering cancelled")
-            return RpcReply(result={"outcome": {"outcome": "cancelled"}})
-        pending = PendingPermission(request)
-        try:
-            answer = await turn.ask_permission(pending)
-        finally:
-            if not pending.answered:
-                pending.withdraw()
-        if answer is None:
-            return RpcReply(result={"outcome": {"outcome": "cancelled"}})
-        return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})
+def _says_sign_in_needed(text: str) -> bool:
+    """Whether an agent's own words (e.g. its stderr as it exits) say it is not signed in."""
+    return _classify({"code": -32603, "message": text}).kind == "auth"

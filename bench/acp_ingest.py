@@ -57,8 +57,8 @@ def _report(result: dict[str, Any]) -> None:
 def child_ours(chunks: int, timeout: float) -> None:
     import anyio
 
+    from acp import AcpClient
     from acp.backends import get_backend
-    from acp.client import AcpClient
     from acp.runtime import RuntimeSpec, open_runtime
     from acp.types import EventKind
 

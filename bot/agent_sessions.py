@@ -14,12 +14,13 @@ from acp import (
     AcpToolGateUnroutable,
     Backend,
     GatePlan,
+    RuntimePool,
     RuntimeSpec,
     ToolGateUnroutable,
+    agent_environment,
     get_backend,
     plan_tool_gate,
 )
-from acp.runtime import RuntimePool, agent_environment
 from config import ConfigError, Settings
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, AcpError
-from acp.runtime import RuntimeOpener, RuntimePool, open_runtime
-from acp.session_handle import AcpRuntimeError
+from acp import AGENT_ERRORS, AcpClient, RuntimeOpener, RuntimePool, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
 from bot.chat_runner import ChatRunner, RetryPolicy
@@ -206,7 +204,7 @@ class BotApp:
                 await runner.say(await self._status(runner))
             elif command is MODEL:
                 await runner.say(await self._model(runner, parsed.args))
-        except (AcpError, AcpRuntimeError) as exc:
+        except AGENT_ERRORS as exc:
             await runner.say(str(exc))
 
     async def _status(self, runner: ChatRunner) -> str:

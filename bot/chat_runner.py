@@ -22,23 +22,24 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from acp import (
+    AGENT_ERRORS,
     STOP_REASON_CANCELLED,
     STOP_REASON_MAX_TOKENS,
     STOP_REASON_MAX_TURN_REQUESTS,
+    AcpClient,
     AcpError,
     AcpEvent,
     AcpProcessDied,
     AcpPromptBusy,
     AcpPromptStats,
+    AcpRuntimeError,
     AcpSession,
     EventKind,
     PendingPermission,
     RefusalInfo,
+    UsageInfo,
+    redact_links,
 )
-from acp._dispatch import redact_links
-from acp.client import AcpClient
-from acp.session_handle import AcpRuntimeError
-from acp.types import UsageInfo
 from bot.conversation import Binding
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.reply import ReplyStream
@@ -302,7 +303,7 @@ class ConversationSessions:
             return None, f"{lost}: the agent cannot resume sessions. Starting a new session."
         try:
             session = await client.load_session(binding.session_id, model=binding.model)
-        except (AcpError, AcpRuntimeError) as exc:
+        except AGENT_ERRORS as exc:
             log.warning("could not resume session %s: %s", binding.session_id, exc)
             return None, f"{lost} (the agent could not resume it). Starting a new session."
         log.info("resumed session %s for %s", binding.session_id, self.runner.key)
@@ -441,7 +442,7 @@ class ChatRunner:
                     notice = refusal_card_text(stats.refusal, output.text)
                 else:
                     notice = stop_notice(stats)
-            except (AcpError, AcpRuntimeError, ConfigError) as exc:
+            except (*AGENT_ERRORS, ConfigError) as exc:
                 if isinstance(exc, AcpProcessDied | AcpRuntimeError):
                     self.sessions.drop()
                 notice = valid_text(str(exc))  # may quote the agent

@@ -14,16 +14,20 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 
 from acp import (
+    AGENT_ERRORS,
     AcpClient,
     AcpError,
     AcpEvent,
     AcpModelUnavailable,
     AcpPermissionNeeded,
-    AcpRuntimeError,
+    AcpRuntime,
     EventKind,
     PendingPermission,
+    RuntimeOpener,
+    RuntimePool,
+    RuntimeSpec,
+    open_runtime,
 )
-from acp.runtime import AcpRuntime, RuntimeOpener, RuntimePool, RuntimeSpec, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
@@ -232,7 +236,7 @@ class _AgentStartWatch:
         try:
             async with open_runtime(spec) as runtime:
                 yield runtime  # the pool prepares it (handshake) in this body
-        except (AcpError, AcpRuntimeError):
+        except AGENT_ERRORS:
             self.failed = True
             self.stop.set()
             raise
@@ -335,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(str(_as_typed(leaf, args)))
         elif isinstance(leaf, AcpModelUnavailable) and args.model and leaf.model == args.model:
             _say(f"Invalid --model (SWITCHBOARD_MODEL): {leaf}")
-        elif isinstance(leaf, AcpError | AcpRuntimeError | StoreError | SurfaceError):
+        elif isinstance(leaf, (*AGENT_ERRORS, StoreError, SurfaceError)):
             _say(str(leaf))
         else:
             log.debug("internal error", exc_info=leaf)

@@ -8,9 +8,17 @@ from dataclasses import dataclass
 
 import anyio
 
-from acp import AcpAuthRequired, AcpClient, AcpError, open_runtime
-from acp.runtime import resolve_executable
-from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
+from acp import (
+    AGENT_ERRORS,
+    AcpAuthRequired,
+    AcpClient,
+    AcpError,
+    AcpRequestTimeout,
+    AcpRuntimeDead,
+    AcpRuntimeError,
+    open_runtime,
+    resolve_executable,
+)
 from bot.agent_sessions import agent_plan
 from bot.store import StoreError, open_store
 from bot.surface_registry import surfaces_nobody_can_use
@@ -42,7 +50,7 @@ async def _agent_checks(settings: Settings) -> list[Check]:
     try:
         spec, gate = agent_plan(settings)
         argv = resolve_executable(spec.argv, spec.env)
-    except (ConfigError, AcpError, AcpRuntimeError) as exc:
+    except (ConfigError, *AGENT_ERRORS) as exc:
         return [Check(False, "agent", str(exc))]
     checks = [Check(True, "agent found", argv[0])]
     try:
@@ -62,7 +70,7 @@ async def _agent_checks(settings: Settings) -> list[Check]:
         checks.append(Check(False, "agent signed in", str(exc)))
     except TimeoutError:
         checks.append(Check(False, "agent starts", "the agent did not answer in time"))
-    except (AcpError, AcpRuntimeError) as exc:
+    except AGENT_ERRORS as exc:
         checks.append(Check(False, "agent starts", _start_failure(exc)))
     return checks
 

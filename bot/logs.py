@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from acp._dispatch import redact
+from acp import redact
 
 REDACTED = "[redacted]"
 

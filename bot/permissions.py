@@ -16,12 +16,14 @@ from dataclasses import dataclass
 
 import anyio
 
-from acp import PendingPermission, PermissionOption, PermissionRequest
-from acp.types import (
+from acp import (
     PERMISSION_ALLOW_ALWAYS,
     PERMISSION_ALLOW_ONCE,
     PERMISSION_REJECT_ALWAYS,
     PERMISSION_REJECT_ONCE,
+    PendingPermission,
+    PermissionOption,
+    PermissionRequest,
 )
 from bot.access import AccessPolicy
 from bot.store import ApprovalRecord, StateStore

@@ -1,0 +1,251 @@
+"""The session API the bot uses: `AcpClient` (sessions on one running agent process: handshake,
+open or resume a session, route the agent's permission requests to the running turn) and
+`AcpSession` (prompt it, cancel it, pick its model).
+
+Every failure leaves here as an `AcpError` built by `acp.client`, the one reader of agent errors,
+or as the transport's `AcpRuntimeError`; this module only decides when to ask for one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from acp._dispatch import parse_permission_request
+from acp._turn import PromptTurn
+from acp.backends import Backend
+from acp.client import (
+    AcpAuthRequired,
+    AcpError,
+    AcpModelUnavailable,
+    AcpPromptBusy,
+    AcpToolGateUnroutable,
+    _acp_error_from,
+    _looks_like_error_text,
+    _says_sign_in_needed,
+)
+from acp.runtime import AcpRuntime
+from acp.session_handle import AcpRuntimeDead, RpcReply
+from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
+from acp.types import AcpEvent, PendingPermission
+
+log = logging.getLogger(__name__)
+
+
+def _advertised_models(result: dict[str, Any]) -> list[str]:
+    for option in result.get("configOptions") or ():
+        if isinstance(option, dict) and (
+            option.get("category") == "model" or option.get("id") == "model"
+        ):
+            values = [c.get("value") for c in option.get("options") or () if isinstance(c, dict)]
+            return [v for v in values if isinstance(v, str)]
+    models = result.get("models")
+    if isinstance(models, dict):
+        ids = [m.get("modelId") for m in models.get("availableModels") or () if isinstance(m, dict)]
+        return [i for i in ids if isinstance(i, str)]
+    return []
+
+
+def _current_model(result: dict[str, Any]) -> str:
+    for option in result.get("configOptions") or ():
+        if isinstance(option, dict) and option.get("id") == "model":
+            value = option.get("currentValue")
+            return value if isinstance(value, str) else ""
+    models = result.get("models")
+    if isinstance(models, dict) and isinstance(models.get("currentModelId"), str):
+        return str(models["currentModelId"])
+    return ""
+
+
+class AcpSession:
+    """One agent session: prompt it, cancel it, pick its model."""
+
+    def __init__(self, client: AcpClient, session_id: str, result: dict[str, Any]) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.result = result
+        self.models = _advertised_models(result)
+        self.model = _current_model(result)
+        self.turns = 0
+        self.turn: PromptTurn | None = None
+        self.inbox = client.runtime.handle.open_inbox(session_id)
+
+    @property
+    def busy(self) -> bool:
+        return self.turn is not None
+
+    async def prompt(self, text: str, *, timeout: float | None = None) -> AsyncIterator[AcpEvent]:
+        """Yield the turn's events, ending with one TERMINAL event carrying the stats.
+
+        Raises an AcpError (or AcpRuntimeError) when the turn fails."""
+        if self.turn is not None:
+            raise AcpPromptBusy()
+        client = self.client
+        turn = PromptTurn(
+            handle=client.runtime.handle,
+            inbox=self.inbox,
+            session_id=self.session_id,
+            backend=client.backend,
+            timeout=timeout,
+            cancel_grace=client.cancel_grace,
+            classify=self._error_from,
+            looks_like_error=_looks_like_error_text,
+            stderr_tail=client.runtime.stderr.text,
+        )
+        self.turn = turn
+        try:
+            async for event in turn.run(text):
+                yield event
+        finally:
+            self.turn = None
+            self.turns += 1
+            if turn.cancel_ignored:
+                # A hung agent would hold every later prompt: stop it; the next one respawns.
+                client.runtime.abandon()
+
+    def _error_from(self, error: dict[str, Any], partial_output: str) -> AcpError:
+        return _acp_error_from(
+            error,
+            backend=self.client.backend,
+            advertised_models=self.models or None,
+            fresh_session=self.turns == 0,
+            partial_output=partial_output,
+        )
+
+    async def cancel(self) -> None:
+        """Ask the agent to stop the running turn (no-op when idle)."""
+        if self.turn is not None:
+            await self.turn.cancel()
+
+    async def set_model(self, model: str) -> None:
+        params: dict[str, Any]
+        has_option = any(
+            isinstance(o, dict) and o.get("id") == "model"
+            for o in self.result.get("configOptions") or ()
+        )
+        if has_option:
+            method = "session/set_config_option"
+            params = {"sessionId": self.session_id, "configId": "model", "value": model}
+        else:
+            method = "session/set_model"
+            params = {"sessionId": self.session_id, "modelId": model}
+        reply = await self.client.runtime.call(method, params)
+        if reply.error is not None:
+            if self.models and model not in self.models:
+                raise AcpModelUnavailable(model, self.models, raw_error=reply.error)
+            raise self._error_from(reply.error, "")
+        self.model = model
+
+    def close(self) -> None:
+        self.client.runtime.handle.close_inbox(self.session_id)
+        self.client.sessions.pop(self.session_id, None)
+
+
+class AcpClient:
+    """Sessions on one running agent process."""
+
+    def __init__(
+        self, runtime: AcpRuntime, *, gate: GatePlan | None = None, cancel_grace: float = 10.0
+    ) -> None:
+        self.runtime = runtime
+        self.gate = gate or GatePlan()
+        self.cancel_grace = cancel_grace
+        self.sessions: dict[str, AcpSession] = {}
+        runtime.handle.on_request = self._on_agent_request
+
+    @property
+    def backend(self) -> Backend:
+        return self.runtime.backend
+
+    def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
+        if reply.error is not None:
+            raise _acp_error_from(reply.error, backend=self.backend, fresh_session=True)
+        return reply.result if isinstance(reply.result, dict) else {}
+
+    async def handshake(self) -> None:
+        try:
+            reply = await self.runtime.initialize()
+        except AcpRuntimeDead as exc:
+            # An agent that exits at once often said why on stderr (e.g. not signed in).
+            if _says_sign_in_needed(exc.stderr_tail):
+                raise AcpAuthRequired(self.backend.label, self.backend.sign_in) from exc
+            raise
+        self._raise_for(reply)
+
+    async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
+        workspace = (cwd or self.runtime.workspace).resolve()
+        self.runtime.check_workspace(workspace)
+        result = self._raise_for(
+            await self.runtime.call("session/new", {"cwd": str(workspace), "mcpServers": []})
+        )
+        session_id = result.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise AcpError(
+                "The agent started a session without giving it an id, which ACP requires; "
+                "check that the agent command runs an ACP agent with `switchboard doctor`.",
+                kind="protocol",
+            )
+        return await self._adopt(session_id, result, model)
+
+    async def load_session(
+        self, session_id: str, *, cwd: Path | None = None, model: str = "", timeout: float = 600.0
+    ) -> AcpSession:
+        """Resume a stored session. The agent replays the history first: it is not shown."""
+        workspace = (cwd or self.runtime.workspace).resolve()
+        self.runtime.check_workspace(workspace)
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        if self.backend.kiro_session_meta:
+            session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
+            params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
+        reply = await PromptTurn.load(
+            self.runtime.handle,
+            session_id,
+            params,
+            idle_timeout=self.runtime.spec.request_timeout,
+            hard_timeout=timeout,
+        )
+        result = self._raise_for(reply)
+        return await self._adopt(session_id, result, model)
+
+    async def _adopt(self, session_id: str, result: dict[str, Any], model: str) -> AcpSession:
+        session = AcpSession(self, session_id, result)
+        self.sessions[session_id] = session
+        if self.gate.enforced and self.gate.mode:
+            agent = describe_agent(self.backend, self.runtime.spec.argv)
+            try:
+                switch = find_mode_switch(agent, session_id, result, self.gate.mode)
+            except ToolGateUnroutable as exc:
+                raise AcpToolGateUnroutable(exc) from exc
+            reply = await self.runtime.call(switch.method, switch.params)
+            if reply.error is not None:
+                raise AcpToolGateUnroutable(
+                    ToolGateUnroutable(
+                        agent,
+                        f"it refused to switch to the session mode {self.gate.mode!r}, the one "
+                        "that asks before every tool call",
+                        "check the agent's own settings for what blocks that mode",
+                    )
+                )
+        if model and model != session.model:
+            await session.set_model(model)
+        return session
+
+    async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
+        if method != "session/request_permission" or not isinstance(params, dict):
+            return RpcReply(error={"code": -32601, "message": "Method not found"})
+        request = parse_permission_request(params)
+        session = self.sessions.get(request.session_id)
+        turn = session.turn if session is not None else None
+        if turn is None:
+            log.warning("permission request outside a turn; answering cancelled")
+            return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+        pending = PendingPermission(request)
+        try:
+            answer = await turn.ask_permission(pending)
+        finally:
+            if not pending.answered:
+                pending.withdraw()
+        if answer is None:
+            return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+        return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})
