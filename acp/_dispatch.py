@@ -43,9 +43,12 @@ _RE_SECRET = re.compile(
     r"|\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"  # JWT
     r")"
 )
+# A credential's name, a separator, then its value. The separator is required (the lookbehind):
+# a name that merely continues, as in `slack_bolt.middleware.authorization.async_...` or
+# `tokenizer_config`, is an identifier, not an assignment.
 _RE_SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b((?:bearer|authorization|api[_-]?key|x-api-key|token|secret|password|session[_-]?token)"
-    r"[\"']?\s*[:=]?\s*[\"']?)([A-Za-z0-9_\-./+=]{12,})"
+    r"[\"']?\s*[:=]?\s*[\"']?)(?<=[\s:=\"'])([A-Za-z0-9_\-./+=]{12,})"
 )
 _RE_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?)://[^\s<>\"')\]]+")
 
