@@ -55,7 +55,7 @@ def _with_request_id(text: str, request_id: str) -> str:
     return f"{text} (request id: {request_id})"
 
 
-def retries_clause(retries: int) -> str:
+def _retries_clause(retries: int) -> str:
     """Said only when the ladder really retried: the count is the ladder's own."""
     if retries <= 0:
         return ""
@@ -94,7 +94,7 @@ class AcpError(Exception):
     @property
     def text(self) -> str:
         if self.advice:
-            sentence = f"{self.what}{retries_clause(self.retries)}. {self.advice}"
+            sentence = f"{self.what}{_retries_clause(self.retries)}. {self.advice}"
         else:
             sentence = self.what
         return _with_request_id(sentence, self.request_id)
@@ -336,19 +336,9 @@ _RE_GENERATE_FAILED = re.compile(
 _RE_SLASH_COMMAND = re.compile(r"(?<![\w/.~-])/(?!compact\b)[A-Za-z][\w-]*(?![\w/.])")
 _RE_CLAUSE_BREAK = re.compile(r"(\s+·\s+|(?<=[.!?;])\s+)")
 _RE_POLICY = re.compile(r"\bcyberPolicy\b|misalignmentPolicyViolation", re.I)
-# Not a class we know, so the agent's words are quoted as its own and not retried.
-_UNKNOWN_ADVICE = "Send the message again; if the error repeats, start a new conversation."
 
 
 # ---- the catalogue -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Parts:
-    code: int | None
-    match_text: str
-    shown_text: str
-    request_id: str
-
-
 @dataclass(frozen=True, slots=True)
 class _Clue:
     """What a row's extra condition may look at once its pattern matched."""
@@ -421,13 +411,13 @@ _OVERFLOW = (
     "The conversation no longer fits in the model's context window, and a retry cannot fix that. "
 )
 
-# First match wins, so the order is the catalogue's precedence: the structural classes (busy,
-# output limit, lost session, unentitled model) before account facts (usage limit, malformed,
-# context, image, size), those before the transient classes a provider's wording may also
-# mention (capacity, throttling, credentials, connection, server), and the policy block last.
-# A message matching none of them is quoted as the agent's own words (`_unknown`).
+# First match wins, so the order is the precedence: structural facts (busy, output limit, lost
+# session, unentitled model) first, then account and request facts (usage limit, malformed,
+# context, image, size), then capacity, throttling and credential propagation, then sign-in, then
+# connection, generation and server failures (words a provider also uses for the classes above),
+# and the policy block last. A message matching no row is quoted as the agent's own (`_unknown`).
 _CATALOGUE: tuple[_Row, ...] = (
-    # kiro and claude say so in `data`, codex in `message`: either one counts, whoever sends it.
+    # The phrase counts in `data` or in `message`, whichever the backend uses.
     _Row("prompt_busy", True, _RE_PROMPT_BUSY, also_in_message=True),
     _Row(
         "output_limit",
@@ -558,6 +548,19 @@ _CATALOGUE: tuple[_Row, ...] = (
 )
 
 
+# ---- reading one raw error ---------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A raw error as the catalogue reads it: its code, the text the patterns match, the text a
+    person may be shown (redacted, without the request id or the agent's own chat commands), and
+    the provider's request id."""
+
+    code: int | None
+    match_text: str
+    shown_text: str
+    request_id: str
+
+
 def _split_error(error: dict[str, Any]) -> _Parts:
     code = error.get("code") if isinstance(error.get("code"), int) else None
     raw_message = error.get("message")
@@ -607,6 +610,7 @@ def _split_error(error: dict[str, Any]) -> _Parts:
     return _Parts(code, match_text, shown, request_id)
 
 
+# ---- walking the catalogue ---------------------------------------------------------------
 def _classify(
     error: dict[str, Any],
     *,
@@ -639,6 +643,9 @@ def _classify(
             request_id=parts.request_id,
         )
     return _unknown(error, parts)
+
+
+_UNKNOWN_ADVICE = "Send the message again; if the error repeats, start a new conversation."
 
 
 def _unknown(error: dict[str, Any], parts: _Parts) -> _Verdict:
