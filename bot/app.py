@@ -41,6 +41,9 @@ SHUTDOWN_BUDGET = 4.0
 
 
 class BotApp:
+    """The running bot: routes each event to a command or a conversation's `ChatRunner`, and
+    gives every runner its services (this class implements `ConversationServices`)."""
+
     def __init__(
         self,
         settings: Settings,
@@ -63,7 +66,7 @@ class BotApp:
         self._opener = opener  # how agents start: a process by default
         self._last_used = time.monotonic()
 
-    # ---- services for runners -------------------------------------------------------------
+    # ---- ConversationServices: what runners use --------------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)

@@ -37,7 +37,8 @@ from bot.store import JournalEntry
 from config import ConfigError, valid_text
 from surfaces.base import ConversationKey, Inbound, Surface, UserRef
 
-# `refusal_card_text` is named here by the design of the error handling; it lives in bot.notices.
+# Callers know `refusal_card_text` as the runner's (it writes the card a refused turn ends with);
+# it lives in bot.notices with the other notices, shared with the CLI.
 __all__ = ["JOURNAL_TTL", "ChatRunner", "refusal_card_text"]
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ class _Queued:
 
 
 class _ChatOutput:
+    """A turn's output in a chat: text and tool status go to the live reply, approvals to the
+    broker; the agent's commands and context usage are kept for /help and /status."""
+
     def __init__(self, runner: ChatRunner, reply: ReplyStream, requester: UserRef) -> None:
         self.runner = runner
         self.reply = reply
