@@ -66,7 +66,7 @@ class BotApp:
         self._opener = opener  # how agents start: a process by default
         self._last_used = time.monotonic()
 
-    # ---- ConversationServices: what runners use --------------------------------------------
+    # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
