@@ -255,5 +255,7 @@ class ChatRunner:
         return True, dropped
 
     def hard_stop(self) -> None:
+        """Cancel the running turn outright (shutdown, once `stop` had its chance); the turn
+        still delivers its partial output."""
         if self._turn_scope is not None:
             self._turn_scope.cancel()
