@@ -1,4 +1,6 @@
-"""Building agent runtimes from settings, and a session source for one-shot prompts."""
+"""Agent sessions: building agent runtimes from settings, the session source of a one-shot
+prompt (`FreshSession`), and a conversation's session (`ConversationSessions`), which is reused
+while its agent lives and resumed or restarted when it is gone."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from acp import (
+    AGENT_ERRORS,
     AcpClient,
+    AcpError,
     AcpRequestTimeout,
     AcpRuntime,
     AcpSession,
@@ -21,7 +25,11 @@ from acp import (
     get_backend,
     plan_tool_gate,
 )
+from bot.conversation import Binding
+from bot.notices import join_paragraphs
+from bot.services import ConversationServices
 from config import ConfigError, Settings
+from surfaces.base import ConversationKey
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +100,93 @@ class FreshSession:
     async def reset(self) -> None:
         self._session = None
         await self._pool.discard(self._spec)
+
+
+class ConversationSessions:
+    """The conversation's agent session: reused while its agent lives, resumed with session/load
+    after a restart or respawn when the agent can, else started fresh with a visible notice."""
+
+    def __init__(
+        self,
+        services: ConversationServices,
+        key: ConversationKey,
+        say: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.services = services
+        self.key = key
+        self._say = say  # how a notice reaches the conversation
+        self.current: AcpSession | None = None
+
+    async def session(self) -> AcpSession:
+        services = self.services
+        client = await services.client()
+        if self.current is not None and self.current.client is client:
+            return self.current
+        key = self.key
+        binding = await services.store.get_binding(key)
+        notice = ""
+        session: AcpSession | None = None
+        if binding is not None:
+            session, notice = await self._resume(client, binding)
+            if session is None:
+                client = await services.client()  # a failed load may have taken the agent down
+        if session is None:
+            session = await client.open_session()
+            model = binding.model if binding is not None else services.settings.model
+            if model and model != session.model:
+                try:
+                    await session.set_model(model)
+                except AcpError as exc:
+                    log.warning("could not select model %s: %s", model, exc)
+                    notice = join_paragraphs(
+                        notice,
+                        f"The model {model} is not available; using "
+                        f"{session.model or 'the agent default'}.",
+                    )
+            generation = binding.generation + 1 if binding is not None else 0
+            await services.store.put_binding(
+                key,
+                Binding(
+                    session.session_id,
+                    client.backend.name,
+                    str(client.runtime.workspace),
+                    session.model,
+                    generation,
+                ),
+            )
+        self.current = session
+        if notice:
+            await self._say(notice)
+        return session
+
+    async def _resume(self, client: AcpClient, binding: Binding) -> tuple[AcpSession | None, str]:
+        lost = "Earlier context of this conversation could not be restored"
+        if binding.backend != client.backend.name:
+            return None, f"{lost}: the agent changed. Starting a new session."
+        if binding.workspace != str(client.runtime.workspace):
+            return None, f"{lost}: the workspace changed. Starting a new session."
+        if not client.runtime.supports_load:
+            return None, f"{lost}: the agent cannot resume sessions. Starting a new session."
+        try:
+            session = await client.load_session(binding.session_id, model=binding.model)
+        except AGENT_ERRORS as exc:
+            log.warning("could not resume session %s: %s", binding.session_id, exc)
+            return None, f"{lost} (the agent could not resume it). Starting a new session."
+        log.info("resumed session %s for %s", binding.session_id, self.key)
+        return session, ""
+
+    async def reset(self) -> None:
+        """The agent died: drop it so the next turn respawns (and resumes)."""
+        self.drop()
+        await self.services.discard_client()
+
+    def drop(self) -> None:
+        """Stop using the session here; the stored binding still lets it be resumed."""
+        if self.current is not None:
+            self.current.close()
+        self.current = None
+
+    async def forget(self) -> None:
+        """Never resume this session: the next turn starts a new one."""
+        self.drop()
+        await self.services.store.delete_binding(self.key)

@@ -1,11 +1,12 @@
 """`BotApp`: the composition root. One task group owns the agent runtime pool, every surface and
 every running turn; inbound events are checked (access, de-duplication), then routed to a
-command or to the conversation's runner."""
+command or to the conversation's runner. The app provides the runners' services
+(`ConversationServices`: the agent pool, replies through the ledger, the task group) and never
+runs a turn itself."""
 
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -16,23 +17,14 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AGENT_ERRORS, AcpClient, RuntimeOpener, RuntimePool, open_runtime
+from acp import AcpClient, RuntimeOpener, RuntimePool, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
-from bot.chat_runner import ChatRunner, RetryPolicy
-from bot.commands import (
-    COMPACT,
-    HELP,
-    MODEL,
-    NEW,
-    STATUS,
-    STOP,
-    ParsedCommand,
-    command_menu,
-    help_text,
-    parse_command,
-)
+from bot.chat_runner import ChatRunner
+from bot.commands import command_menu, parse_command, run_command
 from bot.faults import fault_sentence, log_fault
+from bot.ladder import RetryPolicy
+from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
 from bot.reply import ChatPacers, ReplyStream, open_reply
 from bot.store import DeliveryEntry, StateStore
@@ -42,24 +34,15 @@ from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 log = logging.getLogger(__name__)
 
 
-def _stop_reply(stopped: bool, dropped: int) -> str:
-    said = "Stopping." if stopped else "Nothing is running."
-    if dropped:
-        messages = "1 queued message was" if dropped == 1 else f"{dropped} queued messages were"
-        said = f"{said} {messages} dropped."
-    return said
-
-
 # Stopping must finish within 10 s: turns get this long to end with their partial output, then
 # are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
 SHUTDOWN_BUDGET = 4.0
-RESTART_NOTICE = (
-    "Your last request was interrupted when Switchboard restarted, before the reply was finished. "
-    "Send it again, or ask the agent to continue."
-)
 
 
 class BotApp:
+    """The running bot: routes each event to a command or a conversation's `ChatRunner`, and
+    gives every runner its services (this class implements `ConversationServices`)."""
+
     def __init__(
         self,
         settings: Settings,
@@ -82,7 +65,7 @@ class BotApp:
         self._opener = opener  # how agents start: a process by default
         self._last_used = time.monotonic()
 
-    # ---- services for runners -------------------------------------------------------------
+    # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
@@ -157,25 +140,20 @@ class BotApp:
             return False
         runner = self.runner(surface, event.key)
         parsed = parse_command(surface.capabilities.command_prefixes, event.text)
-        if parsed is not None and parsed.command is not COMPACT:
-            await self._command(runner, parsed, event)
+        if parsed is not None and parsed.command.handler is not None:
+            await run_command(runner, parsed)
             return False
-        if parsed is not None:  # /compact, however this surface spells it, is sent as /compact
+        if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
 
     async def _event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
         runner = self.runners.get(event.key)
-        session = runner.sessions.current if runner is not None else None
-        log_fault(
-            exc,
-            "handling an event",
-            event.key,
-            session.client.runtime if session is not None else None,
-            event=event.event_id,
-            turn=runner.turn_id if runner is not None and runner.running else "",
-        )
+        if runner is not None:
+            runner.log_fault(exc, "handling an event", event=event.event_id)
+        else:
+            log_fault(exc, "handling an event", event.key, None, event=event.event_id)
         surface = self._surfaces.get(event.key.surface)
         try:
             if surface is not None and self.access.may_chat(event.key.surface, event.user):
@@ -183,82 +161,6 @@ class BotApp:
                     await self.deliver(surface, event.key, fault_sentence(exc))
         except Exception as again:  # already logged once; the surface may be what fails
             log.warning("could not tell %s about the fault: %r", event.key, again)
-
-    async def _command(self, runner: ChatRunner, parsed: ParsedCommand, event: Inbound) -> None:
-        command = parsed.command
-        try:
-            if command is HELP:
-                await runner.say(
-                    help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
-                )
-            elif command is STOP:
-                stopped, dropped = await runner.stop()
-                await runner.say(_stop_reply(stopped, dropped))
-            elif command is NEW:
-                await runner.stop()
-                await runner.sessions.forget()
-                await runner.say(
-                    "Started a fresh conversation; the agent will not see earlier messages."
-                )
-            elif command is STATUS:
-                await runner.say(await self._status(runner))
-            elif command is MODEL:
-                await runner.say(await self._model(runner, parsed.args))
-        except AGENT_ERRORS as exc:
-            await runner.say(str(exc))
-
-    async def _status(self, runner: ChatRunner) -> str:
-        session = runner.sessions.current
-        backend = self.spec.backend
-        binding = await self.store.get_binding(runner.key)
-        model = (
-            (session.model if session else "")
-            or (binding.model if binding else "")
-            or self.settings.model
-            or "the agent's default"
-        )
-        lines = [
-            f"Agent: {backend.name} ({shlex.join(self.spec.argv)})",
-            f"Model: {model}",
-            f"Workspace: {self.spec.workspace}",
-        ]
-        if runner.running:
-            elapsed = time.monotonic() - runner.turn_started
-            queued = f", {len(runner.queue)} queued" if runner.queue else ""
-            lines.append(f"Turn: answering for {elapsed:.0f} s{queued}")
-        else:
-            lines.append("Turn: idle")
-        usage = runner.usage
-        if usage is not None:
-            if usage.percent is not None:
-                lines.append(f"Context: {usage.percent:.0f}% used")
-            elif usage.used is not None and usage.size:
-                share = 100 * usage.used / usage.size
-                lines.append(f"Context: {usage.used:,} of {usage.size:,} tokens ({share:.0f}%)")
-        return "\n".join(lines)
-
-    async def _model(self, runner: ChatRunner, wanted: str) -> str:
-        if runner.running:
-            return "Wait for the current reply (or stop it) before switching models."
-        session = await runner.sessions.session()
-        if not wanted:
-            if not session.models:
-                return f"The agent does not list its models. Current: {session.model or 'default'}."
-            shown = [f"{m} (current)" if m == session.model else m for m in session.models]
-            prefix = runner.surface.capabilities.command_prefixes[0]
-            return "Models: " + ", ".join(shown) + f"\nSwitch with {prefix}model ID."
-        if session.models and wanted not in session.models:
-            prefix = runner.surface.capabilities.command_prefixes[0]
-            offered = ", ".join(session.models)
-            return (
-                f"The agent does not offer {wanted!r}; switch with {prefix}model and one of: "
-                f"{offered}."
-            )
-        await session.set_model(wanted)
-        binding = await self.store.get_binding(runner.key)
-        if binding is not None:
-            await self.store.put_binding(runner.key, binding.with_model(wanted))
-        return f"Model set to {wanted}."
 
     # ---- lifecycle ------------------------------------------------------------------------
     async def serve(
@@ -302,13 +204,11 @@ class BotApp:
             for runner in running:
                 await runner.stop()
             with anyio.move_on_after(SHUTDOWN_BUDGET):
-                while any(runner.running for runner in running):
-                    await anyio.sleep(0.05)
+                await _all_idle(running)
             for runner in running:
                 runner.hard_stop()
             with anyio.move_on_after(1):
-                while any(runner.running for runner in running):
-                    await anyio.sleep(0.05)
+                await _all_idle(running)
             if self._pool is not None:
                 await self._pool.aclose()
             for surface in self._surfaces.values():
@@ -359,3 +259,9 @@ class BotApp:
                 await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
             except Exception as exc:  # one conversation's fault must not stop the start
                 log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)
+
+
+async def _all_idle(runners: Sequence[ChatRunner]) -> None:
+    """Return once none of `runners` has a turn running or waiting (the caller bounds it)."""
+    for runner in runners:
+        await runner.wait_idle()

@@ -31,9 +31,10 @@ from acp import (
 from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
-from bot.chat_runner import RetryPolicy, refusal_card_text, run_turn, stop_notice
 from bot.doctor import run_doctor
+from bot.ladder import RetryPolicy, run_turn
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
+from bot.notices import refusal_card_text, stop_notice
 from bot.store import StoreError, open_store
 from bot.surface_registry import (
     configured_surfaces,

@@ -1,14 +1,25 @@
-"""The one command table. Each surface declares its spellings (`command_prefixes` in its
+"""The one command table: each row names a command, says what it does and how to answer it, so
+adding a command is adding a row. Each surface declares its spellings (`command_prefixes` in its
 capabilities; Slack and Discord add "!", since slash commands do not reach bots in Slack threads
 and a bare "/" opens Discord's picker); help text and platform command menus are generated from
-the table. Anything else that starts with a prefix is passed to
-the agent as prompt text, so agent-side slash commands keep working."""
+the table. A row without a handler (/compact) is the agent's to answer: it is sent on as prompt
+text. Anything else that starts with a prefix is passed to the agent as typed, so agent-side
+slash commands keep working."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+
+from acp import AGENT_ERRORS
+from bot.chat_runner import ChatRunner
+from bot.notices import stop_reply
+
+# Answers the command in `runner`'s conversation, given the text after the command's name.
+Handler = Callable[[ChatRunner, str], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,14 +27,89 @@ class Command:
     name: str
     summary: str
     args: str = ""
+    handler: Handler | None = None  # None: the agent's command, sent to it as prompt text
 
 
-NEW = Command("new", "start a fresh agent session for this conversation")
+async def _new(runner: ChatRunner, args: str) -> str:
+    await runner.stop()
+    await runner.sessions.forget()
+    return "Started a fresh conversation; the agent will not see earlier messages."
+
+
+async def _stop(runner: ChatRunner, args: str) -> str:
+    stopped, dropped = await runner.stop()
+    return stop_reply(stopped, dropped)
+
+
+async def _status(runner: ChatRunner, args: str) -> str:
+    services = runner.services
+    session = runner.sessions.current
+    spec = services.spec
+    binding = await services.store.get_binding(runner.key)
+    model = (
+        (session.model if session else "")
+        or (binding.model if binding else "")
+        or services.settings.model
+        or "the agent's default"
+    )
+    lines = [
+        f"Agent: {spec.backend.name} ({shlex.join(spec.argv)})",
+        f"Model: {model}",
+        f"Workspace: {spec.workspace}",
+    ]
+    if runner.running:
+        elapsed = time.monotonic() - runner.turn_started
+        queued = f", {len(runner.queue)} queued" if runner.queue else ""
+        lines.append(f"Turn: answering for {elapsed:.0f} s{queued}")
+    else:
+        lines.append("Turn: idle")
+    usage = runner.usage
+    if usage is not None:
+        if usage.percent is not None:
+            lines.append(f"Context: {usage.percent:.0f}% used")
+        elif usage.used is not None and usage.size:
+            share = 100 * usage.used / usage.size
+            lines.append(f"Context: {usage.used:,} of {usage.size:,} tokens ({share:.0f}%)")
+    return "\n".join(lines)
+
+
+async def _model(runner: ChatRunner, wanted: str) -> str:
+    if runner.running:
+        return "Wait for the current reply (or stop it) before switching models."
+    session = await runner.sessions.session()
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    if not wanted:
+        if not session.models:
+            return f"The agent does not list its models. Current: {session.model or 'default'}."
+        shown = [f"{m} (current)" if m == session.model else m for m in session.models]
+        return "Models: " + ", ".join(shown) + f"\nSwitch with {prefix}model ID."
+    if session.models and wanted not in session.models:
+        offered = ", ".join(session.models)
+        return (
+            f"The agent does not offer {wanted!r}; switch with {prefix}model and one of: {offered}."
+        )
+    await session.set_model(wanted)
+    store = runner.services.store
+    binding = await store.get_binding(runner.key)
+    if binding is not None:
+        await store.put_binding(runner.key, binding.with_model(wanted))
+    return f"Model set to {wanted}."
+
+
+async def _help(runner: ChatRunner, args: str) -> str:
+    return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
+
+
+NEW = Command("new", "start a fresh agent session for this conversation", handler=_new)
 COMPACT = Command("compact", "ask the agent to summarise the conversation to free context")
-STOP = Command("stop", "stop the running reply, drop queued messages and pending approvals")
-STATUS = Command("status", "agent, model, workspace, what is running, context used")
-MODEL = Command("model", "list the agent's models, or switch to one", "[ID]")
-HELP = Command("help", "this list")
+STOP = Command(
+    "stop", "stop the running reply, drop queued messages and pending approvals", handler=_stop
+)
+STATUS = Command(
+    "status", "agent, model, workspace, what is running, context used", handler=_status
+)
+MODEL = Command("model", "list the agent's models, or switch to one", "[ID]", handler=_model)
+HELP = Command("help", "this list", handler=_help)
 
 COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, HELP)
 _BY_NAME = {command.name: command for command in COMMANDS}
@@ -50,6 +136,17 @@ def parse_command(prefixes: Sequence[str], text: str) -> ParsedCommand | None:
                 return None
             return ParsedCommand(command, (match.group(2) or "").strip())
     return None
+
+
+async def run_command(runner: ChatRunner, parsed: ParsedCommand) -> None:
+    """Answer one of our own commands in its conversation; an agent failure is the answer."""
+    handler = parsed.command.handler
+    assert handler is not None, f"/{parsed.command.name} is the agent's to answer"
+    try:
+        answer = await handler(runner, parsed.args)
+    except AGENT_ERRORS as exc:
+        answer = str(exc)
+    await runner.say(answer)
 
 
 def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> str:

@@ -1,0 +1,59 @@
+"""`ConversationServices`: what a conversation needs from the process around it, and nothing more.
+
+The chat runner, its agent sessions and the chat commands depend on this protocol, never on
+`BotApp`, so a prompt flows one way: the app routes an event to the conversation, the conversation
+runs its turn with these services. `BotApp` implements it; a test can too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from acp import AcpClient, RuntimeSpec
+from bot.ladder import RetryPolicy
+from bot.permissions import ApprovalBroker
+from bot.reply import ReplyStream
+from bot.store import StateStore
+from config import Settings
+from surfaces.base import ConversationKey, Surface
+
+
+class ConversationServices(Protocol):
+    settings: Settings
+    store: StateStore
+    approvals: ApprovalBroker
+    policy: RetryPolicy
+    spec: RuntimeSpec  # the agent every conversation talks to (named by /status)
+
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `func` in the app's task group: a conversation's work outlives the event that
+        started it, and ends when the app winds down."""
+        ...
+
+    async def client(self) -> AcpClient:
+        """The pooled agent, started (or restarted) on demand."""
+        ...
+
+    async def discard_client(self) -> None:
+        """Drop the pooled agent (it died); the next `client()` starts a new one."""
+        ...
+
+    def open_reply(
+        self, surface: Surface, key: ConversationKey
+    ) -> AbstractAsyncContextManager[ReplyStream]:
+        """A live reply in the conversation, paced with every other reply to the same chat."""
+        ...
+
+    async def finish_reply(
+        self, reply: ReplyStream, key: ConversationKey, text: str, *, turn_id: str | None = None
+    ) -> None:
+        """Deliver a reply's final text through the ledger; `turn_id` closes that journalled
+        turn in the same store write."""
+        ...
+
+    async def deliver(
+        self, surface: Surface, key: ConversationKey, text: str, *, turn_id: str | None = None
+    ) -> None:
+        """A whole message at once: `open_reply`, then `finish_reply`."""
+        ...
