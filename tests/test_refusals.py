@@ -4,7 +4,6 @@ how a refused turn ends (AcpPromptStats.terminal_refusal), and the card a person
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
@@ -35,7 +34,7 @@ from acp._dispatch import (
     parse_refusal,
 )
 from bot.chat_runner import refusal_card_text
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 
 WAIT = 20  # seconds: an upper bound on every test here, never a measurement
 
@@ -174,8 +173,6 @@ def test_without_a_refusal_the_stop_reason_is_kept() -> None:
 
 
 # ---- through the fake agent ----------------------------------------------------------------------
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
 
 
 @asynccontextmanager
