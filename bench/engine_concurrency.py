@@ -83,18 +83,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# What the benches share lives in bench/_harness.py and bench/_inprocess.py; the underscored
-# aliases and the names imported `as` themselves keep what lived here importable from here.
+# What the benches share lives in bench/_harness.py and bench/_inprocess.py.
 from bench import _harness  # noqa: E402
 from bench._harness import cpu_seconds as _cpu_seconds  # noqa: E402
-from bench._harness import kill_group as _kill_group  # noqa: E402, F401
 from bench._harness import peak_rss_mib as _peak_rss_mib  # noqa: E402
 from bench._harness import percentile as _percentile  # noqa: E402
-from bench._inprocess import PIPE_ITEMS as PIPE_ITEMS  # noqa: E402
-from bench._inprocess import InProcessProcess, opener_for  # noqa: E402
-from bench._inprocess import PipeReceive as PipeReceive  # noqa: E402
-from bench._inprocess import PipeSend as PipeSend  # noqa: E402
-from bench._inprocess import _pipe as _pipe  # noqa: E402
+from bench._inprocess import (  # noqa: E402
+    InProcessProcess,
+    method_not_found,
+    opener_for,
+    setup_response,
+)
 
 CHILD_TAG = "ENGINE_CONCURRENCY_RESULT "
 TARGET_P99_MS = 50.0
@@ -437,19 +436,9 @@ class InProcessAgent:
         """One frame from the client -> the line(s) to answer with now (b"" for none)."""
         method, request_id = message.get("method"), message.get("id")
         params: Any = message.get("params")
-        result: dict[str, Any] | None = None
-        if method == "initialize":
-            result = {
-                "protocolVersion": params.get("protocolVersion", 1),
-                "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "in-process-bench-agent", "version": "0"},
-                "authMethods": [],
-            }
-        elif method == "session/new":
-            result = {"sessionId": f"s{next(self._sessions)}"}
-        if result is not None:
-            frame = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            return json.dumps(frame).encode() + b"\n"
+        setup = setup_response(message, "in-process-bench-agent", self._sessions)
+        if setup is not None:
+            return json.dumps(setup).encode() + b"\n"
         if method == "session/prompt":
             session_id = params["sessionId"]
             text = params["prompt"][0]["text"]
@@ -467,10 +456,7 @@ class InProcessAgent:
                 self.cancels += 1
                 return running.response.replace(b"end_turn", b"cancelled")
         elif request_id is not None:
-            return (
-                b'{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n'
-                % (json.dumps(request_id).encode())
-            )
+            return json.dumps(method_not_found(request_id)).encode() + b"\n"
         return b""
 
 
