@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -81,6 +82,23 @@ class FakeInThread(Generic[F]):
             self.thread.join(10)
             if not self.thread.is_alive():
                 self.loop.close()
+
+
+def run_beside(
+    make: Callable[[], F],
+    name: str,
+    bench: Callable[[FakeInThread[F]], Awaitable[dict[str, Any]]],
+) -> None:
+    """A child's whole run: only errors logged, `make()`'s fake started in its thread (`name`),
+    `bench(fake)` run on an asyncio loop of its own, the fake closed, and the figures printed as
+    the one JSON line the parent reads."""
+    logging.basicConfig(level=logging.ERROR)
+    fake = FakeInThread(make, name)
+    try:
+        result = anyio.run(bench, fake, backend="asyncio")
+    finally:
+        fake.close()
+    print(json.dumps(result), flush=True)
 
 
 def bench_settings(tmp: str, prompt_timeout: float, **surface: dict[str, Any]) -> Settings:

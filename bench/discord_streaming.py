@@ -32,7 +32,6 @@ whatever the figures."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -49,7 +48,13 @@ import anyio.abc  # noqa: E402
 
 from bench._agents import agent_opener, reply_text  # noqa: E402
 from bench._harness import reply_latencies  # noqa: E402
-from bench._platform import FakeInThread, bench_settings, report_child, serving_app  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    report_child,
+    run_beside,
+    serving_app,
+)
 
 if TYPE_CHECKING:
     from tests.fakes.discord_api import FakeDiscord
@@ -178,26 +183,20 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dic
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
     import warnings
 
-    logging.basicConfig(level=logging.ERROR)
     warnings.simplefilter("ignore")  # a measurement, not a test: keep stdout to the figures
     from tests.fakes.discord_api import FakeDiscord
 
     limit = args.global_limit
-    fake = FakeInThread(
+    run_beside(
         lambda: FakeDiscord(
             rate_limit=(1, args.rate_interval),
             global_limit=(limit, 1.0) if limit > 0 else None,
         ),
         "fake-discord",
+        lambda fake: _run(args, fake),
     )
-    try:
-        result = anyio.run(_run, args, fake, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
 
 
 # ---- the parent ---------------------------------------------------------------------------------

@@ -49,7 +49,13 @@ import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
 from bench._harness import reply_latencies  # noqa: E402
-from bench._platform import FakeInThread, bench_settings, child_outcome, serving_app  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    child_outcome,
+    run_beside,
+    serving_app,
+)
 
 if TYPE_CHECKING:
     from tests.fakes.slack_api import FakeSlack
@@ -174,20 +180,14 @@ async def _run(
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
-
-    logging.basicConfig(level=logging.ERROR)
-    streaming = VARIANTS[args.child]
     from tests.fakes.slack_api import FakeSlack
 
-    fake = FakeInThread(
-        lambda: FakeSlack(streaming=streaming, rate_interval=args.rate_interval), "fake-slack"
+    streaming = VARIANTS[args.child]
+    run_beside(
+        lambda: FakeSlack(streaming=streaming, rate_interval=args.rate_interval),
+        "fake-slack",
+        lambda fake: _run(args, fake, streaming),
     )
-    try:
-        result = anyio.run(_run, args, fake, streaming, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
 
 
 def _show(result: dict[str, Any]) -> None:

@@ -26,7 +26,6 @@ text is checked against what the agent said. The work runs in a child process bo
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -44,7 +43,13 @@ import anyio.abc  # noqa: E402
 
 from bench._agents import agent_opener, reply_text  # noqa: E402
 from bench._harness import reply_latencies  # noqa: E402
-from bench._platform import FakeInThread, bench_settings, report_child, serving_app  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    report_child,
+    run_beside,
+    serving_app,
+)
 
 if TYPE_CHECKING:
     from tests.fakes.telegram_api import FakeBotApi
@@ -150,17 +155,13 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeBotApi]) -> dict
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
-
-    logging.basicConfig(level=logging.ERROR)
     from tests.fakes.telegram_api import FakeBotApi
 
-    fake = FakeInThread(lambda: FakeBotApi(rate_interval=args.rate_interval), "fake-bot-api")
-    try:
-        result = anyio.run(_run, args, fake, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
+    run_beside(
+        lambda: FakeBotApi(rate_interval=args.rate_interval),
+        "fake-bot-api",
+        lambda fake: _run(args, fake),
+    )
 
 
 # ---- the parent ----------------------------------------------------------------------------------
