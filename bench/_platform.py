@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
@@ -27,20 +27,13 @@ if TYPE_CHECKING:
     from bot.app import BotApp
     from config import Settings
     from surfaces.base import Surface
+    from tests.fakes.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 
-class FakeServer(Protocol):
-    """What the fakes in tests/fakes/ offer: a server started and closed on one event loop."""
-
-    async def start(self) -> Any: ...
-
-    async def close(self) -> None: ...
-
-
-F = TypeVar("F", bound=FakeServer)
+F = TypeVar("F", bound="LoopbackServer")  # FakeBotApi, FakeSlack or FakeDiscord
 
 
 class FakeInThread(Generic[F]):

@@ -15,7 +15,7 @@ BotApp (access, de-duplication, ChatRunner, ReplyStream, the SQLite store). The 
 thread and event loop, so its clock is not held up by the bot's loop, and answers 429 with
 `Retry-After` to any write call (`chat.postMessage`, `chat.update`, `chat.postEphemeral`, the three
 stream methods) for a channel within `--rate-interval` seconds of the previous accepted one. The
-agent is the in-process ACP agent of bench/engine_concurrency.py (coroutines speaking NDJSON
+agent is the clocked in-process ACP agent of bench/_clocked.py (coroutines speaking NDJSON
 JSON-RPC to the real AcpRuntime/AcpClient, plugged in through `BotApp(..., opener=...)`): one
 agent, one session per conversation. Its chunks are lines of filler ending in a sequence number.
 
@@ -75,19 +75,13 @@ def user_of(conv: int) -> str:
 async def _run(
     args: argparse.Namespace, fake: FakeInThread[FakeSlack], streaming: bool
 ) -> dict[str, Any]:
-    from bench.engine_concurrency import (
-        ChunkClock,
-        InProcessAgent,
-        Recorder,
-        _chunk_text,
-        in_process_opener,
-    )
+    from bench._clocked import ChunkClock, InProcessAgent, Recorder, chunk_text, in_process_opener
     from surfaces.slack import create_surface
     from tests.fakes import slack_api
 
     conversations = range(args.conversations)
     chunks = max(1, math.ceil(args.chars / args.chunk_chars))
-    expected = "".join(_chunk_text(k, args.chunk_chars) for k in range(chunks)).split()
+    expected = "".join(chunk_text(k, args.chunk_chars) for k in range(chunks)).split()
     recorder = Recorder(args.conversations, chunks, 1.0)
     clock = ChunkClock(chunks, args.chunk_gap, recorder, seed=7)
     agents: list[InProcessAgent] = []
