@@ -8,6 +8,7 @@ soon, not that the fake noticed late."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
@@ -75,6 +76,19 @@ class FakeInThread(Generic[F]):
             self.thread.join(10)
             if not self.thread.is_alive():
                 self.loop.close()
+
+
+def streaming_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every streaming bench takes, with the same defaults, under the first paragraph
+    of the bench's docstring `doc`; each bench adds its own."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--chars", type=int, default=6000)
+    parser.add_argument("--chunk-chars", type=int, default=100)
+    parser.add_argument("--chunk-gap", type=float, default=0.25)
+    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    return parser
 
 
 def run_beside(

@@ -54,6 +54,7 @@ from bench._platform import (  # noqa: E402
     report_child,
     run_beside,
     serving_app,
+    streaming_parser,
 )
 
 if TYPE_CHECKING:
@@ -230,14 +231,8 @@ def _show(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--chars", type=int, default=6000)
-    parser.add_argument("--chunk-chars", type=int, default=100)
-    parser.add_argument("--chunk-gap", type=float, default=0.25)
-    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser = streaming_parser(__doc__)
     parser.add_argument("--global-limit", type=int, default=50, help="calls a second; 0: none")
-    parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument(
         "--min-edit-interval", type=float, help="override the surface's pacing (seconds per chat)"
     )

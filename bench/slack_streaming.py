@@ -55,6 +55,7 @@ from bench._platform import (  # noqa: E402
     child_outcome,
     run_beside,
     serving_app,
+    streaming_parser,
 )
 
 if TYPE_CHECKING:
@@ -213,14 +214,8 @@ def _run_child(variant: str, argv: list[str], timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--chars", type=int, default=6000)
-    parser.add_argument("--chunk-chars", type=int, default=100)
-    parser.add_argument("--chunk-gap", type=float, default=0.25)
-    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser = streaming_parser(__doc__)
     parser.add_argument("--variants", default="streams,updates")
-    parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
