@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from bench._inprocess import PIPE_ITEMS, InProcessProcess, opener_for
+from bench._inprocess import (
+    PIPE_ITEMS,
+    InProcessProcess,
+    method_not_found,
+    opener_for,
+    setup_response,
+)
 
 if TYPE_CHECKING:
     from acp.runtime import RuntimeOpener
@@ -93,24 +99,15 @@ class StreamingAgent:
 
     async def _handle(self, frame: dict[str, Any], tg: anyio.abc.TaskGroup) -> None:
         method, rid, params = frame.get("method"), frame.get("id"), frame.get("params") or {}
-        if method == "initialize":
-            result = {
-                "protocolVersion": params.get("protocolVersion", 1),
-                "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": self.name, "version": "0"},
-                "authMethods": [],
-            }
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": result})
-        elif method == "session/new":
-            session = f"s{next(self._sessions)}"
-            await self._write({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": session}})
+        setup = setup_response(frame, self.name, self._sessions)
+        if setup is not None:
+            await self._write(setup)
         elif method == "session/prompt":
             tg.start_soon(self._answer, rid, params)
         elif method == "session/cancel":
             self._cancelled.add(params.get("sessionId", ""))
         elif rid is not None and method is not None:
-            error = {"code": -32601, "message": "Method not found"}
-            await self._write({"jsonrpc": "2.0", "id": rid, "error": error})
+            await self._write(method_not_found(rid))
 
     async def _answer(self, rid: Any, params: dict[str, Any]) -> None:
         session = params["sessionId"]

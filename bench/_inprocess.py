@@ -1,13 +1,14 @@
 """An ACP agent that lives in the benchmark's own process: memory pipes, a process stand-in for
-`AcpRuntime`, and the `BotApp(..., opener=...)` opener that plugs such an agent in where
-`open_runtime` would spawn one."""
+`AcpRuntime`, the answers every bench agent gives before its first prompt, and the
+`BotApp(..., opener=...)` opener that plugs such an agent in where `open_runtime` would spawn
+one."""
 
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -118,6 +119,33 @@ class InProcessProcess(anyio.abc.Process):
     async def aclose(self) -> None:
         self._stop()
         await self.exited.wait()
+
+
+def setup_response(
+    frame: dict[str, Any], agent_name: str, sessions: Iterator[int]
+) -> dict[str, Any] | None:
+    """The response to `initialize` or `session/new`, the same for every bench agent (no session
+    loading, no authentication, sessions named "s" + the next of `sessions`); None for any other
+    frame."""
+    method, params = frame.get("method"), frame.get("params") or {}
+    if method == "initialize":
+        result: dict[str, Any] = {
+            "protocolVersion": params.get("protocolVersion", 1),
+            "agentCapabilities": {"loadSession": False},
+            "agentInfo": {"name": agent_name, "version": "0"},
+            "authMethods": [],
+        }
+    elif method == "session/new":
+        result = {"sessionId": f"s{next(sessions)}"}
+    else:
+        return None
+    return {"jsonrpc": "2.0", "id": frame.get("id"), "result": result}
+
+
+def method_not_found(request_id: Any) -> dict[str, Any]:
+    """The error response to a request the bench agent does not serve."""
+    error = {"code": -32601, "message": "Method not found"}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 class Agent(Protocol):

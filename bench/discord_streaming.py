@@ -32,16 +32,12 @@ whatever the figures."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import math
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -51,47 +47,24 @@ import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
 from bench._agents import agent_opener, reply_text  # noqa: E402
-from bench._harness import reply_latencies, run_child  # noqa: E402
+from bench._harness import reply_latencies  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    report_child,
+    run_beside,
+    serving_app,
+    streaming_parser,
+)
+
+if TYPE_CHECKING:
+    from tests.fakes.discord_api import FakeDiscord
 
 MESSAGE_ROUTES = ("create_message", "edit_message")
 
 
-# ---- the fake Discord in its own thread ---------------------------------------------------------
-class FakeInThread:
-    def __init__(self, rate_interval: float, global_limit: int) -> None:
-        from tests.fakes.discord_api import FakeDiscord
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-discord")
-        self.thread.daemon = True
-        self.thread.start()
-        self.api = FakeDiscord(
-            rate_limit=(1, rate_interval),
-            global_limit=(global_limit, 1.0) if global_limit > 0 else None,
-        )
-        asyncio.run_coroutine_threadsafe(self.api.start(), self.loop).result(10)
-
-    async def call(self, func: Callable[[], Any]) -> Any:
-        """Run `func` on the fake's loop (it owns the fake's state) and return its result."""
-
-        async def run() -> Any:
-            return func()
-
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self.loop))
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.api.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
 # ---- the child: one run -------------------------------------------------------------------------
-async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
-    from bot.access import AccessPolicy
-    from bot.app import BotApp
-    from bot.store import open_store
-    from config import load_settings
+async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dict[str, Any]:
     from surfaces.base import ConversationKey
     from surfaces.discord import DiscordSurface, create_surface
 
@@ -102,12 +75,9 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     conv_of = {channel: conv for conv, channel in enumerate(channels)}
     first_chunk: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="discord-streaming-") as tmp:
-        settings = load_settings(
-            agent="kiro",
-            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
-            workspace=Path(tmp),
-            state=str(Path(tmp) / "state.db"),
-            prompt_timeout=args.timeout,
+        settings = bench_settings(
+            tmp,
+            args.timeout,
             discord={
                 "token": api.token,
                 "api_url": api.api_url,
@@ -123,50 +93,33 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
             if args.global_rate is not None:
                 overrides["global_rate"] = args.global_rate
             surface = DiscordSurface(settings.discord, **overrides)
-        store = open_store(settings.state)
-        app = BotApp(
-            settings,
-            store,
-            AccessPolicy.from_settings(settings),
-            opener=agent_opener(
-                (args.chars, args.chunk_chars, args.chunk_gap),
-                first_chunk,
-                name="discord-bench-agent",
-                first_session=1,
-                clock=time.monotonic,  # the fake's clock
-            ),
+        opener = agent_opener(
+            (args.chars, args.chunk_chars, args.chunk_gap),
+            first_chunk,
+            name="discord-bench-agent",
+            first_session=1,
+            clock=time.monotonic,  # the fake's clock
         )
-        stop = anyio.Event()
         keys = [ConversationKey("discord", channel) for channel in channels]
         started = time.monotonic()
         all_done = False
-        try:
-            async with anyio.create_task_group() as tg:
+        async with serving_app(settings, surface, opener) as app:
+            with anyio.fail_after(30):
+                while not surface.is_ready():
+                    await anyio.sleep(0.05)
 
-                async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-                    await app.serve([surface], stop, task_status=task_status)
+            def inject() -> None:
+                for conv, user in enumerate(users):
+                    api.dm(user, f"conversation {conv}")
 
-                await tg.start(serve)
-                with anyio.fail_after(30):
-                    while not surface.is_ready():
-                        await anyio.sleep(0.05)
-
-                def inject() -> None:
-                    for conv, user in enumerate(users):
-                        api.dm(user, f"conversation {conv}")
-
-                await fake.call(inject)
-                injected = time.monotonic()
-                with anyio.move_on_after(args.timeout):
-                    while not all_done:
-                        await anyio.sleep(0.25)
-                        runners = [app.runners.get(key) for key in keys]
-                        all_done = all(r is not None and not r.running for r in runners)
-                finished = time.monotonic()
-                stop.set()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()
+            await fake.call(inject)
+            injected = time.monotonic()
+            with anyio.move_on_after(args.timeout):
+                while not all_done:
+                    await anyio.sleep(0.25)
+                    runners = [app.runners.get(key) for key in keys]
+                    all_done = all(r is not None and not r.running for r in runners)
+            finished = time.monotonic()
 
     def collect() -> tuple[list[tuple[str, str, float, int]], dict[str, list[str]]]:
         calls = [(c.route, c.channel, c.at, c.status) for c in api.calls]
@@ -231,17 +184,20 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
     import warnings
 
-    logging.basicConfig(level=logging.ERROR)
     warnings.simplefilter("ignore")  # a measurement, not a test: keep stdout to the figures
-    fake = FakeInThread(args.rate_interval, args.global_limit)
-    try:
-        result = anyio.run(_run, args, fake, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
+    from tests.fakes.discord_api import FakeDiscord
+
+    limit = args.global_limit
+    run_beside(
+        lambda: FakeDiscord(
+            rate_limit=(1, args.rate_interval),
+            global_limit=(limit, 1.0) if limit > 0 else None,
+        ),
+        "fake-discord",
+        lambda fake: _run(args, fake),
+    )
 
 
 # ---- the parent ---------------------------------------------------------------------------------
@@ -275,14 +231,8 @@ def _show(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--chars", type=int, default=6000)
-    parser.add_argument("--chunk-chars", type=int, default=100)
-    parser.add_argument("--chunk-gap", type=float, default=0.25)
-    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser = streaming_parser(__doc__)
     parser.add_argument("--global-limit", type=int, default=50, help="calls a second; 0: none")
-    parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument(
         "--min-edit-interval", type=float, help="override the surface's pacing (seconds per chat)"
     )
@@ -294,19 +244,7 @@ def main(argv: list[str]) -> int:
     if args.child:
         child(args)
         return 0
-    run = run_child(__file__, ["--child", *argv], args.timeout + 60, cwd=ROOT)
-    child_result = run.result() if run.returncode == 0 else None
-    if run.timed_out:
-        result: dict[str, Any] = {"ok": False, "error": f"timed out after {args.timeout + 60} s"}
-        print("the benchmark did not finish in time")
-    elif child_result is None:
-        result = {"ok": False, "error": f"child exited {run.returncode}"}
-        print("the benchmark failed; see stderr")
-    else:
-        result = {"ok": True, **child_result}
-        _show(result)
-    print(json.dumps(result))
-    return 0
+    return report_child(__file__, ["--child", *argv], args.timeout, _show)
 
 
 if __name__ == "__main__":

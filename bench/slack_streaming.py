@@ -15,7 +15,7 @@ BotApp (access, de-duplication, ChatRunner, ReplyStream, the SQLite store). The 
 thread and event loop, so its clock is not held up by the bot's loop, and answers 429 with
 `Retry-After` to any write call (`chat.postMessage`, `chat.update`, `chat.postEphemeral`, the three
 stream methods) for a channel within `--rate-interval` seconds of the previous accepted one. The
-agent is the in-process ACP agent of bench/engine_concurrency.py (coroutines speaking NDJSON
+agent is the clocked in-process ACP agent of bench/_clocked.py (coroutines speaking NDJSON
 JSON-RPC to the real AcpRuntime/AcpClient, plugged in through `BotApp(..., opener=...)`): one
 agent, one session per conversation. Its chunks are lines of filler ending in a sequence number.
 
@@ -33,16 +33,13 @@ then one JSON line; the exit status is 0 whatever the figures."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -51,7 +48,18 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
-from bench._harness import reply_latencies, run_child  # noqa: E402
+from bench._harness import reply_latencies  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    child_outcome,
+    run_beside,
+    serving_app,
+    streaming_parser,
+)
+
+if TYPE_CHECKING:
+    from tests.fakes.slack_api import FakeSlack
 
 VARIANTS = {"streams": True, "updates": False}
 VISIBLE_FIRST = ("chat.startStream", "chat.postMessage")
@@ -65,76 +73,24 @@ def user_of(conv: int) -> str:
     return f"U{conv:06d}"
 
 
-class FakeInThread:
-    """The fake Slack on its own event loop in a thread; `call` runs a function there."""
-
-    def __init__(self, *, rate_interval: float, streaming: bool) -> None:
-        from tests.fakes.slack_api import FakeSlack
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-slack", daemon=True)
-        self.thread.start()
-
-        async def make() -> FakeSlack:
-            fake = FakeSlack(streaming=streaming, rate_interval=rate_interval)
-            await fake.start()
-            return fake
-
-        self.api = self.run(make())
-
-    def run(self, coroutine: Any, timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    async def call(self, func: Callable[[], Any]) -> Any:
-        async def run() -> Any:
-            return func()
-
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self.loop))
-
-    async def push_all(self, bodies: list[dict[str, Any]]) -> None:
-        async def push() -> None:
-            for body in bodies:
-                await self.api.push("events_api", body)
-
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(push(), self.loop))
-
-    def close(self) -> None:
-        try:
-            self.run(self.api.close(), 10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-
-
-async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) -> dict[str, Any]:
-    from bench.engine_concurrency import (
-        ChunkClock,
-        InProcessAgent,
-        Recorder,
-        _chunk_text,
-        in_process_opener,
-    )
-    from bot.access import AccessPolicy
-    from bot.app import BotApp
-    from bot.store import open_store
-    from config import load_settings
+async def _run(
+    args: argparse.Namespace, fake: FakeInThread[FakeSlack], streaming: bool
+) -> dict[str, Any]:
+    from bench._clocked import ChunkClock, InProcessAgent, Recorder, chunk_text, in_process_opener
     from surfaces.slack import create_surface
     from tests.fakes import slack_api
 
     conversations = range(args.conversations)
     chunks = max(1, math.ceil(args.chars / args.chunk_chars))
-    expected = "".join(_chunk_text(k, args.chunk_chars) for k in range(chunks)).split()
+    expected = "".join(chunk_text(k, args.chunk_chars) for k in range(chunks)).split()
     recorder = Recorder(args.conversations, chunks, 1.0)
     clock = ChunkClock(chunks, args.chunk_gap, recorder, seed=7)
     agents: list[InProcessAgent] = []
     api = fake.api
     with tempfile.TemporaryDirectory(prefix="slack-streaming-") as tmp:
-        settings = load_settings(
-            agent="kiro",
-            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
-            workspace=Path(tmp),
-            state=str(Path(tmp) / "state.db"),
-            prompt_timeout=args.timeout,
+        settings = bench_settings(
+            tmp,
+            args.timeout,
             slack={
                 "bot_token": slack_api.BOT_TOKEN,
                 "app_token": slack_api.APP_TOKEN,
@@ -143,53 +99,41 @@ async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) ->
             },
         )
         surface = create_surface(settings)  # production pacing
-        store = open_store(settings.state)
-        app = BotApp(
-            settings,
-            store,
-            AccessPolicy.from_settings(settings),
-            opener=in_process_opener(clock, args.chunk_chars, agents),
-        )
-        stop = anyio.Event()
+        opener = in_process_opener(clock, args.chunk_chars, agents)
         threads: dict[int, str] = {}
         done: set[int] = set()
         started = time.perf_counter()
-        try:
-            async with anyio.create_task_group() as tg:
+        async with serving_app(settings, surface, opener):
+            bodies = []
+            for conv in conversations:
+                ts = await fake.call(api.next_ts)
+                threads[conv] = ts
+                text = f"<@{slack_api.BOT_USER_ID}> conversation {conv}"
+                event = slack_api.mention(channel_of(conv), user_of(conv), text, ts=ts)
+                bodies.append(slack_api.envelope(event))
 
-                async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-                    await app.serve([surface], stop, task_status=task_status)
+            async def push_all() -> None:
+                for body in bodies:
+                    await api.push("events_api", body)
 
-                await tg.start(serve)
-                bodies = []
-                for conv in conversations:
-                    ts = await fake.call(api.next_ts)
-                    threads[conv] = ts
-                    text = f"<@{slack_api.BOT_USER_ID}> conversation {conv}"
-                    event = slack_api.mention(channel_of(conv), user_of(conv), text, ts=ts)
-                    bodies.append(slack_api.envelope(event))
-                await fake.push_all(bodies)
-                injected = time.perf_counter()
+            await fake.submit(push_all())
+            injected = time.perf_counter()
 
-                def finished() -> set[int]:
-                    open_channels = {m.channel for m in api.streaming_now()}
-                    return {
-                        conv
-                        for conv in conversations
-                        if conv not in done
-                        and channel_of(conv) not in open_channels
-                        and api.thread_text(channel_of(conv), threads[conv]).split() == expected
-                    }
+            def finished() -> set[int]:
+                open_channels = {m.channel for m in api.streaming_now()}
+                return {
+                    conv
+                    for conv in conversations
+                    if conv not in done
+                    and channel_of(conv) not in open_channels
+                    and api.thread_text(channel_of(conv), threads[conv]).split() == expected
+                }
 
-                with anyio.move_on_after(args.timeout):
-                    while len(done) < args.conversations:
-                        await anyio.sleep(0.5)
-                        done.update(await fake.call(finished))
-                all_done = time.perf_counter()
-                stop.set()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()
+            with anyio.move_on_after(args.timeout):
+                while len(done) < args.conversations:
+                    await anyio.sleep(0.5)
+                    done.update(await fake.call(finished))
+            all_done = time.perf_counter()
 
     calls = await fake.call(
         lambda: [(c.method, c.channel, c.at, c.status) for c in api.calls if c.channel]
@@ -231,16 +175,14 @@ async def _run(args: argparse.Namespace, fake: FakeInThread, streaming: bool) ->
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
+    from tests.fakes.slack_api import FakeSlack
 
-    logging.basicConfig(level=logging.ERROR)
     streaming = VARIANTS[args.child]
-    fake = FakeInThread(rate_interval=args.rate_interval, streaming=streaming)
-    try:
-        result = anyio.run(_run, args, fake, streaming, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
+    run_beside(
+        lambda: FakeSlack(streaming=streaming, rate_interval=args.rate_interval),
+        "fake-slack",
+        lambda fake: _run(args, fake, streaming),
+    )
 
 
 def _show(result: dict[str, Any]) -> None:
@@ -265,24 +207,15 @@ def _show(result: dict[str, Any]) -> None:
 
 
 def _run_child(variant: str, argv: list[str], timeout: float) -> dict[str, Any]:
-    run = run_child(__file__, ["--child", variant, *argv], timeout + 60, cwd=ROOT)
-    if run.timed_out:
-        return {"ok": False, "variant": variant, "error": f"timed out after {timeout + 60} s"}
-    result = run.result() if run.returncode == 0 else None
-    if result is None:
-        return {"ok": False, "variant": variant, "error": f"child exited {run.returncode}"}
-    return {"ok": True, **result}
+    outcome = child_outcome(__file__, ["--child", variant, *argv], timeout)
+    if not outcome["ok"]:
+        return {"ok": False, "variant": variant, "error": outcome["error"]}
+    return outcome
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--chars", type=int, default=6000)
-    parser.add_argument("--chunk-chars", type=int, default=100)
-    parser.add_argument("--chunk-gap", type=float, default=0.25)
-    parser.add_argument("--rate-interval", type=float, default=1.0)
+    parser = streaming_parser(__doc__)
     parser.add_argument("--variants", default="streams,updates")
-    parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

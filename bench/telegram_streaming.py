@@ -26,17 +26,13 @@ text is checked against what the agent said. The work runs in a child process bo
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import math
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -46,56 +42,35 @@ import anyio  # noqa: E402
 import anyio.abc  # noqa: E402
 
 from bench._agents import agent_opener, reply_text  # noqa: E402
-from bench._harness import reply_latencies, run_child  # noqa: E402
+from bench._harness import reply_latencies  # noqa: E402
+from bench._platform import (  # noqa: E402
+    FakeInThread,
+    bench_settings,
+    report_child,
+    run_beside,
+    serving_app,
+    streaming_parser,
+)
+
+if TYPE_CHECKING:
+    from tests.fakes.telegram_api import FakeBotApi
 
 FIRST_USER = 100_000
 MESSAGE_METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
 AGENT_PIPE_ITEMS = 10_000  # writes the agent's pipes buffer before the writer waits
 
 
-# ---- the fake Bot API in its own thread ----------------------------------------------------------
-class FakeInThread:
-    def __init__(self, rate_interval: float) -> None:
-        from tests.fakes.telegram_api import FakeBotApi
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-bot-api")
-        self.thread.daemon = True
-        self.thread.start()
-        self.api = FakeBotApi(rate_interval=rate_interval)
-        asyncio.run_coroutine_threadsafe(self.api.start(), self.loop).result(10)
-
-    async def call(self, func: Callable[[], Any]) -> Any:
-        """Run `func` on the fake's loop (it owns the fake's state) and return its result."""
-
-        async def run() -> Any:
-            return func()
-
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self.loop))
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.api.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-
 # ---- the child: one run ------------------------------------------------------------------------
-async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
-    from bot.access import AccessPolicy
-    from bot.app import BotApp
-    from bot.store import open_store
-    from config import load_settings
+async def _run(args: argparse.Namespace, fake: FakeInThread[FakeBotApi]) -> dict[str, Any]:
     from surfaces.telegram import create_surface
+    from tests.fakes.telegram_api import User
 
     users = [FIRST_USER + conv for conv in range(args.conversations)]
     first_chunk: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="telegram-streaming-") as tmp:
-        settings = load_settings(
-            agent="kiro",
-            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
-            workspace=Path(tmp),
-            state=str(Path(tmp) / "state.db"),
-            prompt_timeout=args.timeout,
+        settings = bench_settings(
+            tmp,
+            args.timeout,
             telegram={
                 "token": fake.api.token,
                 "api_url": fake.api.url,
@@ -107,51 +82,33 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
             surface.capabilities = replace(
                 surface.capabilities, min_edit_interval=args.min_edit_interval
             )
-        store = open_store(settings.state)
         agent = (args.chars, args.chunk_chars, args.chunk_gap)
-        app = BotApp(
-            settings,
-            store,
-            AccessPolicy.from_settings(settings),
-            opener=agent_opener(agent, first_chunk, pipe_items=AGENT_PIPE_ITEMS),
-        )
-        stop = anyio.Event()
+        opener = agent_opener(agent, first_chunk, pipe_items=AGENT_PIPE_ITEMS)
         expected = {user: reply_text(conv, args.chars).split() for conv, user in enumerate(users)}
         done: set[int] = set()
         started = time.perf_counter()
-        try:
-            async with anyio.create_task_group() as tg:
+        async with serving_app(settings, surface, opener):
 
-                async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-                    await app.serve([surface], stop, task_status=task_status)
+            def inject() -> None:
+                for conv, user in enumerate(users):
+                    fake.api.dm(User(user, f"User {conv}"), f"conversation {conv}")
 
-                await tg.start(serve)
-                from tests.fakes.telegram_api import User
-
-                def inject() -> None:
-                    for conv, user in enumerate(users):
-                        fake.api.dm(User(user, f"User {conv}"), f"conversation {conv}")
-
-                await fake.call(inject)
-                injected = time.perf_counter()
-                with anyio.move_on_after(args.timeout):
-                    while len(done) < len(users):
-                        await anyio.sleep(0.5)
-                        texts = await fake.call(
-                            lambda: {
-                                user: fake.api.chat_text(user) for user in users if user not in done
-                            }
-                        )
-                        done.update(
-                            user
-                            for user, text in texts.items()
-                            if text.endswith(f"END-{user - FIRST_USER}.")
-                        )
-                finished = time.perf_counter()
-                stop.set()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()
+            await fake.call(inject)
+            injected = time.perf_counter()
+            with anyio.move_on_after(args.timeout):
+                while len(done) < len(users):
+                    await anyio.sleep(0.5)
+                    texts = await fake.call(
+                        lambda: {
+                            user: fake.api.chat_text(user) for user in users if user not in done
+                        }
+                    )
+                    done.update(
+                        user
+                        for user, text in texts.items()
+                        if text.endswith(f"END-{user - FIRST_USER}.")
+                    )
+            finished = time.perf_counter()
 
     calls = await fake.call(lambda: [(c.method, c.chat_id, c.at, c.status) for c in fake.api.calls])
     texts = await fake.call(lambda: {user: fake.api.chat_text(user) for user in users})
@@ -199,15 +156,13 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
 
 
 def child(args: argparse.Namespace) -> None:
-    import logging
+    from tests.fakes.telegram_api import FakeBotApi
 
-    logging.basicConfig(level=logging.ERROR)
-    fake = FakeInThread(args.rate_interval)
-    try:
-        result = anyio.run(_run, args, fake, backend="asyncio")
-    finally:
-        fake.close()
-    print(json.dumps(result), flush=True)
+    run_beside(
+        lambda: FakeBotApi(rate_interval=args.rate_interval),
+        "fake-bot-api",
+        lambda fake: _run(args, fake),
+    )
 
 
 # ---- the parent ----------------------------------------------------------------------------------
@@ -236,13 +191,7 @@ def _show(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--chars", type=int, default=6000)
-    parser.add_argument("--chunk-chars", type=int, default=100)
-    parser.add_argument("--chunk-gap", type=float, default=0.25)
-    parser.add_argument("--rate-interval", type=float, default=1.0)
-    parser.add_argument("--timeout", type=float, default=300.0)
+    parser = streaming_parser(__doc__)
     parser.add_argument(
         "--min-edit-interval", type=float, help="override the surface's pacing (seconds per chat)"
     )
@@ -251,19 +200,7 @@ def main(argv: list[str]) -> int:
     if args.child:
         child(args)
         return 0
-    run = run_child(__file__, ["--child", *argv], args.timeout + 60, cwd=ROOT)
-    child_result = run.result() if run.returncode == 0 else None
-    if run.timed_out:
-        result: dict[str, Any] = {"ok": False, "error": f"timed out after {args.timeout + 60} s"}
-        print("the benchmark did not finish in time")
-    elif child_result is None:
-        result = {"ok": False, "error": f"child exited {run.returncode}"}
-        print("the benchmark failed; see stderr")
-    else:
-        result = {"ok": True, **child_result}
-        _show(result)
-    print(json.dumps(result))
-    return 0
+    return report_child(__file__, ["--child", *argv], args.timeout, _show)
 
 
 if __name__ == "__main__":

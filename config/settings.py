@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -39,7 +40,8 @@ class ConfigError(Exception):
         super().__init__(f"Invalid {named}: {problem}")
 
 
-def _split_ids(value: Any) -> Any:
+def _split_ids(value: object) -> object:
+    """A user-id list as the environment writes it ("1, 2"), as one id, or as a list."""
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, int):
@@ -184,7 +186,7 @@ class _JsonFileSource(PydanticBaseSettingsSource):
     """The file named by SWITCHBOARD_CONFIG. A broken file must not stop the bot: warn, use
     defaults."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:

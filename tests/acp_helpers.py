@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
@@ -22,11 +21,6 @@ from acp import (
     open_runtime,
 )
 from tests.conftest import FakeAgent
-
-
-def script(*steps: dict[str, Any]) -> str:
-    """A prompt that makes the fake agent run these steps."""
-    return "SCRIPT:" + json.dumps(list(steps))
 
 
 def agent_spec(

@@ -1,4 +1,5 @@
-"""Shared test fixtures: the scripted fake agent (a real subprocess) and the real CLI."""
+"""Shared test fixtures: the scripted fake agent (a real subprocess; `FakeAgent` builds its
+command line and reads its log, `script()` the prompts that script it) and the real CLI."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def script(*steps: dict[str, Any]) -> str:
+    """A prompt that makes the fake agent run these steps (see tests/fakes/fake_agent.py)."""
+    return "SCRIPT:" + json.dumps(list(steps))
+
+
 @dataclass
 class FakeAgent:
     """Builds command lines for the fake agent and reads what it logged."""
@@ -65,6 +71,13 @@ class FakeAgent:
     def frames_in(self, method: str | None = None) -> list[dict[str, Any]]:
         frames = [r["frame"] for r in self.records() if r.get("dir") == "in" and "frame" in r]
         return [f for f in frames if method is None or f.get("method") == method]
+
+    def prompt_texts(self) -> list[str]:
+        """The text of every prompt the agent was sent, in order (a prompt's blocks joined)."""
+        return [
+            "\n".join(block.get("text", "") for block in frame["params"]["prompt"])
+            for frame in self.frames_in("session/prompt")
+        ]
 
     def spawns(self) -> int:
         return sum(1 for r in self.records() if r.get("event") == "start")

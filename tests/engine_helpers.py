@@ -1,5 +1,6 @@
-"""Helpers for in-process engine tests: a scriptable surface that records what the bot shows and
-lets a test inject what people do, a running `BotApp`, fast settings and bounded waits."""
+"""Helpers for in-process tests of bot/: the one recording surface (it records what the bot
+shows, fails on request and injects what people do), a running `BotApp`, fast settings and
+bounded waits. Engine tests and the reply-stream tests use the same surface."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from surfaces.base import (
     OnEvent,
     SurfaceCapabilities,
     UserRef,
+    count_chars,
 )
 from surfaces.errors import SurfaceError
 from tests.conftest import FakeAgent
@@ -56,23 +58,33 @@ class Call:
 class ScriptedSurface:
     """A Surface for tests: records every call, fails on request, and injects events through
     the callback the bot hands to `run()`, one at a time and in order, as a platform adapter
-    would. Messages made by `message()` carry `Inbound.handled`, so a test can wait for a turn."""
+    would. Messages made by `message()` carry `Inbound.handled`, so a test can wait for a turn.
+    `render_with` stands in for the platform's Markdown rendering (the identity by default)."""
 
     def __init__(
         self,
         name: str = SURFACE,
         *,
         max_chars: int = 4096,
+        count: Callable[[str], int] = count_chars,
         min_edit_interval: float = 0.01,
         can_edit: bool = True,
+        drafts: bool = False,
+        render_with: Callable[[str], str] = lambda markdown: markdown,
     ) -> None:
         self.name = name
         self.capabilities = SurfaceCapabilities(
-            max_chars=max_chars, min_edit_interval=min_edit_interval, can_edit=can_edit
+            max_chars=max_chars,
+            count=count,
+            min_edit_interval=min_edit_interval,
+            can_edit=can_edit,
+            drafts=drafts,
         )
+        self.render_with = render_with
         self.calls: list[Call] = []
         self.commands: list[tuple[str, str]] = []
         self._always_fail: dict[str, SurfaceError] = {}
+        self._next_failures: list[tuple[frozenset[str], SurfaceError]] = []
         self._crashes: dict[tuple[ConversationKey, str], Exception] = {}
         self._ids = itertools.count(1)
         self._events = itertools.count(1)
@@ -83,6 +95,11 @@ class ScriptedSurface:
     def fail_always(self, op: str, error: SurfaceError) -> None:
         """Every later `op` call ("send", "edit", ...) raises `error`."""
         self._always_fail[op] = error
+
+    def fail_next(self, error: SurfaceError, times: int = 1, on: str = "send edit") -> None:
+        """The next `times` calls of the ops in `on` raise `error`, one after the other; a call of
+        another op in between goes through."""
+        self._next_failures.extend([(frozenset(on.split()), error)] * times)
 
     def crash(self, key: ConversationKey, op: str, error: Exception | None) -> None:
         """Every later `op` call for `key` raises `error` (None: stop), as a bug in an adapter
@@ -99,6 +116,9 @@ class ScriptedSurface:
         if crash is not None:
             raise crash
         self.calls.append(call)
+        if self._next_failures and call.op in self._next_failures[0][0]:
+            call.error = self._next_failures.pop(0)[1]
+            raise call.error
         error = self._always_fail.get(call.op)
         if error is not None:
             call.error = error
@@ -127,7 +147,7 @@ class ScriptedSurface:
             inbox.close()
 
     def render(self, markdown: str) -> str:
-        return markdown
+        return self.render_with(markdown)
 
     async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
         ref = MessageRef(key, str(next(self._ids)))

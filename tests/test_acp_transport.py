@@ -26,8 +26,8 @@ from acp.session_handle import DEFAULT_MAX_LINE_BYTES, RpcReply
 from tests.acp_helpers import agent_spec as _spec
 from tests.acp_helpers import collect_turn as _turn
 from tests.acp_helpers import open_test_client as _client
-from tests.acp_helpers import script, texts
-from tests.conftest import FakeAgent
+from tests.acp_helpers import texts
+from tests.conftest import FakeAgent, script
 
 WAIT = 20  # seconds: an upper bound on every test here, never a measurement
 SMALL_LIMIT = 64 * 1024

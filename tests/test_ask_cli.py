@@ -8,13 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
 
-from tests.conftest import FakeAgent, pid_alive
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
+from tests.conftest import FakeAgent, pid_alive, script
 
 
 def ask(run_cli, agent: FakeAgent, text: str, *options: str, agent_opts=(), dialect="kiro"):  # type: ignore[no-untyped-def]

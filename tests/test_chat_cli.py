@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliResult, FakeAgent, pid_alive
+from tests.conftest import CliResult, FakeAgent, pid_alive, script
 
 LOAD_ERROR_ACTIVE = json.dumps(
     {
@@ -27,10 +27,6 @@ LOAD_ERROR_ACTIVE = json.dumps(
     }
 )
 NOT_RESTORED = "could not be restored"
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
 
 
 def chat_argv(agent: FakeAgent, *options: str, agent_opts=(), dialect="kiro") -> list[str]:  # type: ignore[no-untyped-def]

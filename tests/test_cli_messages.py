@@ -9,21 +9,16 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
 
 ANTHROPIC_KEY = "sk-ant-api03-Xq7vB2mN9kLp4RtY8wZc1Df6Gh3Jk5Ls0Qe"
 TELEGRAM_TOKEN = "123456789:" + "A" * 35  # shaped like a real one, so doctor's shape check passes
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
 
 
 def ask(run_cli, agent: FakeAgent, text: str, *agent_opts: str, env=None):  # type: ignore[no-untyped-def]

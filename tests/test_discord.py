@@ -4,7 +4,6 @@ agent as a real subprocess. Plus the pure conversions (mentions, Markdown, comma
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -34,7 +33,7 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import COMPONENT, FakeDiscord, Guild, User
 
@@ -111,17 +110,6 @@ async def discord_bot(
         yield app, surface
 
 
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-def prompts(fake_agent: FakeAgent) -> list[str]:
-    return [
-        "\n".join(block.get("text", "") for block in frame["params"]["prompt"])
-        for frame in fake_agent.frames_in("session/prompt")
-    ]
-
-
 def shown(fake: FakeDiscord, channel: str) -> list[str]:
     """What the bot's messages in a channel show now, leaving out blanked leftovers."""
     return [m.content for m in fake.bot_messages(channel) if m.content != "…"]
@@ -152,7 +140,7 @@ async def test_a_dm_streams_by_posting_then_editing_one_message(
     async with discord_bot(tmp_path, fake_agent, world):
         fake.dm(world.alice, steps)
         await wait_for(lambda: shown(fake, dm) == ["Streaming is done."], "the whole reply")
-    assert prompts(fake_agent) == [steps]
+    assert fake_agent.prompt_texts() == [steps]
     creates, edits = fake.routes("create_message", dm), fake.routes("edit_message", dm)
     assert len(creates) == 1
     assert creates[0].body["content"].startswith("Streaming")
@@ -184,7 +172,7 @@ async def test_a_mention_in_a_channel_opens_a_thread_where_the_conversation_cont
     assert thread.name == "hello there"
     assert shown(fake, thread.id)[0] == "Echo: hello there"
     assert fake.bot_messages(world.general) == []
-    assert prompts(fake_agent) == ["hello there", "and more"]
+    assert fake_agent.prompt_texts() == ["hello there", "and more"]
     assert len(fake_agent.frames_in("session/new")) == 1, "one conversation, one session"
 
 
@@ -199,7 +187,7 @@ async def test_bang_compact_and_the_compact_slash_command_both_reach_the_agent_a
         interaction = fake.slash(world.alice, "compact", channel_id=dm)
         await wait_for(lambda: interaction.followups, "the slash command's followup")
         await wait_for(lambda: len(shown(fake, dm)) == 2, "its reply")
-    assert prompts(fake_agent) == ["/compact", "/compact"]
+    assert fake_agent.prompt_texts() == ["/compact", "/compact"]
     assert interaction.callback is not None and interaction.callback["type"] == 5  # thinking…
     assert interaction.callback_after is not None and interaction.callback_after < 3
     assert not interaction.deferred_ephemeral, "/compact is answered for everyone to see"
@@ -220,7 +208,7 @@ async def test_a_slash_command_during_a_turn_is_answered_with_the_receipt_and_ru
     assert receipt.content.startswith("Queued")
     (answer,) = [m for m in fake.bot_messages(dm) if m.content == "Echo: /compact"]
     assert not answer.interaction_id, "the turn's reply is an ordinary message"
-    assert prompts(fake_agent)[1:] == ["/compact"]
+    assert fake_agent.prompt_texts()[1:] == ["/compact"]
 
 
 async def test_status_and_help_slash_commands_are_answered_only_to_the_person_who_asked(
@@ -242,7 +230,7 @@ async def test_status_and_help_slash_commands_are_answered_only_to_the_person_wh
     assert "!compact" in fake.messages[help_.followups[0]].content
     typed = [m for m in fake.bot_messages(dm) if "Agent:" in m.content]
     assert typed and not typed[0].ephemeral
-    assert prompts(fake_agent) == []
+    assert fake_agent.prompt_texts() == []
 
 
 async def test_a_stranger_gets_no_thread_no_answer_and_no_call_at_all(
@@ -262,7 +250,7 @@ async def test_a_stranger_gets_no_thread_no_answer_and_no_call_at_all(
     assert [c for c in calls if c.channel in strangers] == []
     assert fake.threads() == []
     assert command.callback is None
-    assert prompts(fake_agent) == ["hi"]
+    assert fake_agent.prompt_texts() == ["hi"]
     assert any(
         "stranger" in r.getMessage() and mallory.id in r.getMessage() for r in caplog.records
     )
@@ -384,7 +372,7 @@ async def test_a_gateway_drop_mid_turn_resumes_the_session_and_the_reply_still_c
     assert shown(fake, dm)[0] == "before after"
     assert len(fake.identifies) == 1
     assert len(fake.resumes) == 1
-    assert prompts(fake_agent)[1:] == ["sent while the bot was away"]
+    assert fake_agent.prompt_texts()[1:] == ["sent while the bot was away"]
 
 
 async def test_a_sharded_bot_opens_one_session_per_shard_and_still_answers_dms(
@@ -567,7 +555,7 @@ async def test_a_command_where_the_bot_does_not_serve_gets_a_private_reason_and_
     data = asked.callback.get("data") or {}
     assert "does not answer in this channel" in data.get("content", "")
     assert asked.deferred_ephemeral
-    assert prompts(fake_agent) == []
+    assert fake_agent.prompt_texts() == []
 
 
 # ---- text that cannot be encoded ------------------------------------------------------------------
@@ -586,7 +574,7 @@ async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_vali
         await wait_for(lambda: shown(fake, alice) == [f"Echo: {MADE_VALID}"], "alice's reply")
         fake.dm(world.bob, "still there?")
         await wait_for(lambda: shown(fake, bob) == ["Echo: still there?"], "bob's reply")
-    assert prompts(fake_agent) == [MADE_VALID, "still there?"]
+    assert fake_agent.prompt_texts() == [MADE_VALID, "still there?"]
 
 
 async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(

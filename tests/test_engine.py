@@ -19,7 +19,7 @@ from acp import AcpRuntime
 from bot.faults import fault_sentence
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
-from tests.conftest import FakeAgent, pid_alive
+from tests.conftest import FakeAgent, pid_alive, script
 from tests.engine_helpers import (
     CHAT,
     SURFACE,
@@ -45,15 +45,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ---- reading the fake agent's log -------------------------------------------------------------
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-def prompt_texts(fake: FakeAgent) -> list[str]:
-    return [
-        "\n".join(block.get("text", "") for block in frame["params"]["prompt"])
-        for frame in fake.frames_in("session/prompt")
-    ]
 
 
 def permission_outcomes(fake: FakeAgent) -> list[dict[str, Any]]:
@@ -141,7 +132,7 @@ async def test_a_redelivered_event_is_processed_once(tmp_path: Path, fake_agent:
         again = surface.post(surface.message("alice", "hello", event_id="update-7"))
         await finished(first, again)
         await finished(surface.post(surface.message("alice", "hello", event_id="update-7")))
-    assert prompt_texts(fake_agent) == ["hello"]
+    assert fake_agent.prompt_texts() == ["hello"]
     assert surface.transcript().count("Echo: hello") == 1
 
 
@@ -152,13 +143,13 @@ async def test_a_message_arriving_mid_turn_is_queued_and_runs_after_the_first_an
     surface = ScriptedSurface()
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         first = surface.post(surface.message("alice", LONG_TURN))
-        await wait_for(lambda: len(prompt_texts(fake_agent)) == 1, "the first prompt")
+        await wait_for(lambda: len(fake_agent.prompt_texts()) == 1, "the first prompt")
         second = surface.post(surface.message("bob", "second"))
         await wait_for(lambda: sends(surface, RECEIPT), "the queued receipt")
         await finished(first, second)
     receipt = sends(surface, RECEIPT)[0].text
     assert len(receipt) <= 80
-    assert prompt_texts(fake_agent)[1:] == ["second"]
+    assert fake_agent.prompt_texts()[1:] == ["second"]
     (_, first_answered), (second_sent, _) = prompt_spans(fake_agent)
     assert second_sent >= first_answered, "a second prompt was sent while the first one ran"
     shown = surface.transcript()
@@ -173,13 +164,13 @@ async def test_a_burst_of_three_messages_while_busy_becomes_one_turn(
     surface = ScriptedSurface()
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         first = surface.post(surface.message("alice", LONG_TURN))
-        await wait_for(lambda: len(prompt_texts(fake_agent)) == 1, "the first prompt")
+        await wait_for(lambda: len(fake_agent.prompt_texts()) == 1, "the first prompt")
         burst = []
         for n, text in enumerate(("one", "two", "three"), start=1):
             burst.append(surface.post(surface.message("alice", text)))
             await wait_for(receipts(surface, n), f"receipt {n}")
         await finished(first, *burst)
-    texts = prompt_texts(fake_agent)
+    texts = fake_agent.prompt_texts()
     assert len(texts) == 2
     assert texts[1] == "one\n\ntwo\n\nthree"
     spans = prompt_spans(fake_agent)
@@ -193,7 +184,7 @@ async def test_the_queue_limit_refuses_extra_messages_with_a_clear_line(
     settings = engine_settings(tmp_path, fake_agent, queue_limit=2)
     async with running_app(settings, surface):
         first = surface.post(surface.message("alice", LONG_TURN))
-        await wait_for(lambda: len(prompt_texts(fake_agent)) == 1, "the first prompt")
+        await wait_for(lambda: len(fake_agent.prompt_texts()) == 1, "the first prompt")
         waiting = []
         for n, text in enumerate(("one", "two"), start=1):
             waiting.append(surface.post(surface.message("alice", text)))
@@ -201,9 +192,9 @@ async def test_the_queue_limit_refuses_extra_messages_with_a_clear_line(
         refused = surface.post(surface.message("alice", "three"))
         await wait_for(lambda: sends(surface, "Too many messages"), "the refusal")
         await finished(refused)
-        assert len(prompt_texts(fake_agent)) == 1  # refused at once, not after the turn
+        assert len(fake_agent.prompt_texts()) == 1  # refused at once, not after the turn
         await finished(first, *waiting)
-    texts = prompt_texts(fake_agent)
+    texts = fake_agent.prompt_texts()
     assert texts[1:] == ["one\n\ntwo"]
     assert not any("three" in text for text in texts)
     refusal = sends(surface, "Too many messages")[0].text
@@ -361,7 +352,7 @@ async def test_stop_cancels_the_running_turn_and_the_conversation_is_not_left_bu
         assert "The turn was stopped." in shown
         await finished(surface.post(surface.message("alice", "later")))
     assert "Echo: later" in surface.transcript()
-    assert prompt_texts(fake_agent)[-1] == "later"
+    assert fake_agent.prompt_texts()[-1] == "later"
 
 
 # ---- splitting and coalescing -----------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The backend error catalogue (interop.md §3), row by row, through the real classifier.
+"""The backend error catalogue (each backend's error texts and verdicts), row by row, through the
+real classifier.
 
 Every case is a raw JSON-RPC error object `{code, message, data}` shaped the way its backend sends
 it (kiro: text in a `data` string; claude: text after `Internal error: ` plus `data.errorKind`;

@@ -7,7 +7,6 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,8 @@ from typing import Any
 
 import pytest
 
-FAKE = Path(__file__).resolve().parent / "fakes" / "fake_agent.py"
+from tests.conftest import FakeAgent
+
 TIMEOUT = 10.0
 
 
@@ -25,11 +25,10 @@ class Agent:
     def __init__(self, tmp_path: Path, *args: str, state: Path | None = None) -> None:
         self.log_path = tmp_path / "agent.log"
         self.state = state or tmp_path / "state"
+        # The fake's own default dialect (generic) unless `args` name one: the last one counts.
+        argv = FakeAgent(self.log_path, self.state).argv(*args, dialect="generic")
         self.proc = subprocess.Popen(
-            [
-                *(sys.executable, str(FAKE), "--log", str(self.log_path)),
-                *("--state-dir", str(self.state), *args),
-            ],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -3,7 +3,7 @@
 What we SEND is captured from the fake agent's `--log` file while acp's real API (open_runtime,
 AcpClient, AcpSession) drives it, normalized (workspace, home and session ids become placeholders)
 and compared with `tests/golden/sent_*.json`. What we PARSE comes from frames real agents sent
-(interop.md, tests/fakes/REAL_AGENTS_NOTES.md), stored as `tests/golden/parse_*.json` next to what
+(as recorded in tests/fakes/REAL_AGENTS_NOTES.md), stored as `tests/golden/parse_*.json` next to what
 `acp._dispatch` makes of them.
 
 After an intended change, `SWITCHBOARD_UPDATE_GOLDEN=1` rewrites the golden files (for parse files

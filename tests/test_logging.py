@@ -35,8 +35,8 @@ from bot.logs import (
 )
 from config import load_settings
 from surfaces.slack import SlackSurface
-from tests.acp_helpers import agent_spec, collect_turn, open_test_client, script
-from tests.conftest import CliResult, FakeAgent
+from tests.acp_helpers import agent_spec, collect_turn, open_test_client
+from tests.conftest import CliResult, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import (

@@ -4,9 +4,6 @@ how a refused turn ends (AcpPromptStats.terminal_refusal), and the card a person
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +14,11 @@ from acp import (
     STOP_REASON_CANCELLED,
     STOP_REASON_END_TURN,
     STOP_REASON_REFUSAL,
-    AcpClient,
     AcpError,
     AcpEvent,
     AcpPromptStats,
     EventKind,
-    GatePlan,
     RefusalInfo,
-    RuntimeSpec,
-    get_backend,
-    open_runtime,
 )
 from acp._dispatch import (
     REFUSAL_CATEGORY_MAX,
@@ -35,7 +27,8 @@ from acp._dispatch import (
     parse_refusal,
 )
 from bot.chat_runner import refusal_card_text
-from tests.conftest import FakeAgent
+from tests.acp_helpers import agent_spec, collect_turn, open_test_client
+from tests.conftest import FakeAgent, script
 
 WAIT = 20  # seconds: an upper bound on every test here, never a measurement
 
@@ -174,24 +167,6 @@ def test_without_a_refusal_the_stop_reason_is_kept() -> None:
 
 
 # ---- through the fake agent ----------------------------------------------------------------------
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-@asynccontextmanager
-async def _client(agent: FakeAgent, workspace: Path, dialect: str) -> AsyncIterator[AcpClient]:
-    spec = RuntimeSpec(
-        backend=get_backend(dialect),
-        argv=tuple(agent.argv(dialect=dialect)),
-        workspace=workspace,
-        request_timeout=10.0,
-        initialize_timeout=10.0,
-        shutdown_grace=0.5,
-    )
-    async with open_runtime(spec) as runtime:
-        client = AcpClient(runtime, gate=GatePlan(enforced=False), cancel_grace=5.0)
-        await client.handshake()
-        yield client
 
 
 async def run(
@@ -203,17 +178,9 @@ async def run(
     permission_answer: str | None = None,
 ) -> list[AcpEvent]:
     with anyio.fail_after(WAIT):
-        async with _client(agent, workspace, dialect) as client:
+        async with open_test_client(agent_spec(agent, workspace, dialect=dialect)) as client:
             session = await client.open_session()
-            events: list[AcpEvent] = []
-            stream = session.prompt(text)
-            async with aclosing(stream):  # type: ignore[type-var]
-                async for event in stream:
-                    events.append(event)
-                    if event.kind is EventKind.PERMISSION:
-                        assert event.permission is not None
-                        event.permission.respond(permission_answer)
-            return events
+            return await collect_turn(session, text, lambda permission: permission_answer)
 
 
 def terminal(events: list[AcpEvent]) -> AcpPromptStats:

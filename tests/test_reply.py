@@ -1,5 +1,5 @@
 """The reply stream: fence-safe splitting, pacing, coalesced live edits and guaranteed delivery,
-against a recording surface with tiny limits."""
+against the recording surface of tests/engine_helpers.py with tiny limits."""
 
 from __future__ import annotations
 
@@ -8,139 +8,28 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.abc
 import pytest
 
 from bot.reply import ChatPacer, ChatPacers, open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
-    Choice,
     ConversationKey,
-    MessageRef,
-    OnEvent,
-    SurfaceCapabilities,
     count_chars,
     count_utf16,
 )
-from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.errors import MessageGone, RateLimited, SendFailed
+from tests.engine_helpers import ScriptedSurface, wait_for
 
 KEY = ConversationKey("test", "chat-1")
 FENCE_LINE = re.compile(r" {0,3}```")
 
 
-@dataclass
-class Call:
-    op: str  # "send" | "edit" | "typing"
-    text: str
-    message: str  # the message id sent or edited ("" for typing)
-    at: float
-    error: SurfaceError | None = None
-    formatted: bool = False
-
-
-class RecordingSurface:
-    """A Surface that records every call and can be told to fail the next N of them."""
-
-    name = "test"
-
-    def __init__(
-        self,
-        *,
-        max_chars: int = 40,
-        count: Callable[[str], int] = count_chars,
-        can_edit: bool = True,
-        drafts: bool = False,
-        render_with: Callable[[str], str] = lambda markdown: markdown,
-    ) -> None:
-        self.capabilities = SurfaceCapabilities(
-            max_chars=max_chars,
-            count=count,
-            min_edit_interval=0.01,
-            can_edit=can_edit,
-            drafts=drafts,
-        )
-        self.render_with = render_with
-        self.calls: list[Call] = []
-        self._failures: list[tuple[frozenset[str], SurfaceError]] = []
-        self._ids = 0
-
-    def fail_next(self, error: SurfaceError, times: int = 1, on: str = "send edit") -> None:
-        self._failures.extend([(frozenset(on.split()), error)] * times)
-
-    async def _record(self, op: str, text: str, message: str, formatted: bool = False) -> None:
-        await anyio.lowlevel.checkpoint()  # like real I/O, a call is a point where others run
-        call = Call(op, text, message, time.monotonic(), formatted=formatted)
-        self.calls.append(call)
-        if self._failures and op in self._failures[0][0]:
-            call.error = self._failures.pop(0)[1]
-            raise call.error
-
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
-        self._ids += 1
-        await self._record("send", text, str(self._ids), formatted)
-        return MessageRef(key, str(self._ids))
-
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
-        await self._record("edit", text, ref.id, formatted)
-
-    async def preview(self, key: ConversationKey, text: str) -> None:
-        await self._record("preview", text, "")
-
-    async def typing(self, key: ConversationKey) -> None:
-        await self._record("typing", "", "")
-
-    def render(self, markdown: str) -> str:
-        return self.render_with(markdown)
-
-    async def ask_choice(
-        self,
-        key: ConversationKey,
-        prompt: str,
-        choices: Sequence[Choice],
-        *,
-        allowed_users: Sequence[str],
-    ) -> MessageRef:
-        return await self.send(key, prompt)
-
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
-        await self.edit(ref, outcome)
-
-    def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def run(
-        self,
-        on_event: OnEvent,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        task_status.started()
-
-    # -- what the chat shows ----------------------------------------------------------------------
-
-    def ops(self, *names: str) -> list[Call]:
-        return [c for c in self.calls if c.op in names and c.error is None]
-
-    def shown(self) -> dict[str, str]:
-        """Message id -> its text now, in the order the messages were sent."""
-        messages: dict[str, str] = {}
-        for call in self.ops("send", "edit"):
-            messages[call.message] = call.text
-        return messages
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.01)
+def recording_surface(*, max_chars: int = 40, **options: Any) -> ScriptedSurface:
+    """The recording surface, named "test" and with a tiny limit so that replies split."""
+    return ScriptedSurface("test", max_chars=max_chars, **options)
 
 
 def fast_pacer() -> ChatPacer:
@@ -285,7 +174,7 @@ async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_on
 
 
 def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
-    pacers, surface = ChatPacers(), RecordingSurface()
+    pacers, surface = ChatPacers(), recording_surface()
     one = pacers.for_chat(surface, ConversationKey("test", "c", "t1"))
     assert pacers.for_chat(surface, ConversationKey("test", "c", "t2")) is one
     assert pacers.for_chat(surface, ConversationKey("test", "d")) is not one
@@ -299,7 +188,7 @@ def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
 async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the_final_text() -> (
     None
 ):
-    surface = RecordingSurface(max_chars=4000)
+    surface = recording_surface(max_chars=4000)
     text = ""
     async with open_reply(surface, KEY, ChatPacer(0.05)) as reply:
         for i in range(100):
@@ -315,7 +204,7 @@ async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the
 
 @pytest.mark.anyio
 async def test_unchanged_live_text_is_not_sent_again_and_the_final_is_one_formatted_edit() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("hello")
         await anyio.sleep(0.05)
@@ -330,7 +219,7 @@ async def test_unchanged_live_text_is_not_sent_again_and_the_final_is_one_format
 
 @pytest.mark.anyio
 async def test_a_long_reply_is_split_at_the_limit_without_breaking_fences() -> None:
-    surface = RecordingSurface(max_chars=40)
+    surface = recording_surface(max_chars=40)
     code = "\n".join(f"print({i} * {i})" for i in range(12))
     final = f"The answer is below.\n\n```python\n{code}\n```\n\nThat prints squares."
     async with open_reply(surface, KEY, fast_pacer()) as reply:
@@ -348,7 +237,7 @@ async def test_a_long_reply_is_split_at_the_limit_without_breaking_fences() -> N
 
 @pytest.mark.anyio
 async def test_parts_that_rendering_grows_are_split_tighter() -> None:
-    surface = RecordingSurface(max_chars=40, render_with=lambda md: md.replace("&", "&amp;"))
+    surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("&", "&amp;"))
     final = " ".join(["R&D"] * 30)
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         assert await reply.finish(final) is True
@@ -359,7 +248,7 @@ async def test_parts_that_rendering_grows_are_split_tighter() -> None:
 
 @pytest.mark.anyio
 async def test_a_429_delays_the_chats_next_operation_by_retry_after_and_the_final_arrives() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("first")
         await anyio.sleep(0.03)
@@ -375,7 +264,7 @@ async def test_a_429_delays_the_chats_next_operation_by_retry_after_and_the_fina
 
 @pytest.mark.anyio
 async def test_transient_failures_are_retried_and_the_final_is_delivered() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer(), retry_delay=0.01) as reply:
         surface.fail_next(SendFailed("502 bad gateway", transient=True), times=3)
         assert await reply.finish("the answer") is True
@@ -388,7 +277,7 @@ async def test_transient_failures_are_retried_and_the_final_is_delivered() -> No
 async def test_delivery_gives_up_after_max_attempts_returns_false_and_logs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     caplog.set_level(logging.WARNING, logger="bot.reply")
     async with open_reply(surface, KEY, fast_pacer(), max_attempts=3, retry_delay=0.001) as reply:
         surface.fail_next(SendFailed("503", transient=True), times=100)
@@ -401,7 +290,7 @@ async def test_delivery_gives_up_after_max_attempts_returns_false_and_logs(
 async def test_a_permanent_failure_gives_up_on_that_part_at_once_and_delivers_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    surface = RecordingSurface(can_edit=False)
+    surface = recording_surface(can_edit=False)
     caplog.set_level(logging.WARNING, logger="bot.reply")
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         surface.fail_next(SendFailed("400 can't parse entities", transient=False))
@@ -416,7 +305,7 @@ async def test_a_permanent_failure_gives_up_on_that_part_at_once_and_delivers_th
 
 @pytest.mark.anyio
 async def test_a_message_gone_at_edit_is_replaced_by_a_new_message() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("draft")
         await anyio.sleep(0.03)
@@ -429,7 +318,7 @@ async def test_a_message_gone_at_edit_is_replaced_by_a_new_message() -> None:
 
 @pytest.mark.anyio
 async def test_without_edits_nothing_streams_and_only_the_final_parts_are_sent() -> None:
-    surface = RecordingSurface(can_edit=False)
+    surface = recording_surface(can_edit=False)
     final = "word " * 20
     async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
         for i in range(1, 20):
@@ -444,7 +333,7 @@ async def test_without_edits_nothing_streams_and_only_the_final_parts_are_sent()
 
 @pytest.mark.anyio
 async def test_utf16_counting_keeps_every_part_within_the_limit() -> None:
-    surface = RecordingSurface(max_chars=40, count=count_utf16)
+    surface = recording_surface(max_chars=40, count=count_utf16)
     final = " ".join(["done 😀👍🏽", "👩‍💻 coding", "🇺🇦 ok"] * 12)
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         for end in range(5, len(final), 9):
@@ -458,7 +347,7 @@ async def test_utf16_counting_keeps_every_part_within_the_limit() -> None:
 
 @pytest.mark.anyio
 async def test_the_status_line_shows_under_the_live_text_and_not_in_the_final() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("Listing files")
         reply.set_status("running: ls -la")
@@ -471,7 +360,7 @@ async def test_the_status_line_shows_under_the_live_text_and_not_in_the_final() 
 
 @pytest.mark.anyio
 async def test_a_live_message_the_final_no_longer_needs_is_blanked() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer()) as reply:
         reply.update("a short answer that is thirty")
         reply.set_status("running: a long command line")
@@ -483,7 +372,7 @@ async def test_a_live_message_the_final_no_longer_needs_is_blanked() -> None:
 
 @pytest.mark.anyio
 async def test_typing_is_shown_while_nothing_was_sent_and_stops_after() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
         await anyio.sleep(0.06)
         assert len(surface.ops("typing")) >= 2
@@ -496,7 +385,7 @@ async def test_typing_is_shown_while_nothing_was_sent_and_stops_after() -> None:
 
 @pytest.mark.anyio
 async def test_leaving_on_an_error_delivers_the_partial_text_and_reraises_it_unwrapped() -> None:
-    surface = RecordingSurface(can_edit=False)
+    surface = recording_surface(can_edit=False)
     with pytest.raises(KeyError):
         async with open_reply(surface, KEY, fast_pacer()) as reply:
             reply.update("partial output")
@@ -506,7 +395,7 @@ async def test_leaving_on_an_error_delivers_the_partial_text_and_reraises_it_unw
 
 @pytest.mark.anyio
 async def test_a_cancelled_turn_still_delivers_its_partial_text_and_stays_cancelled() -> None:
-    surface = RecordingSurface()
+    surface = recording_surface()
     with anyio.move_on_after(0.1) as scope:
         async with open_reply(surface, KEY, fast_pacer()) as reply:
             reply.update("partial")
@@ -521,7 +410,7 @@ async def test_a_cancelled_turn_still_delivers_its_partial_text_and_stays_cancel
 async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    surface = RecordingSurface(can_edit=False)
+    surface = recording_surface(can_edit=False)
     caplog.set_level(logging.WARNING, logger="bot.reply")
     begun = time.monotonic()
     async with open_reply(surface, KEY, fast_pacer(), close_timeout=0.05) as reply:
@@ -534,10 +423,10 @@ async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusin
 
 @pytest.mark.anyio
 async def test_live_edits_are_plain_and_only_the_final_parts_are_marked_formatted() -> None:
-    surface = RecordingSurface(max_chars=200, render_with=lambda md: md.replace("*", "!"))
+    surface = recording_surface(max_chars=200, render_with=lambda md: md.replace("*", "!"))
     async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
         reply.update("a *bold*")
-        await wait_for(lambda: any(c.op == "send" for c in surface.calls))
+        await wait_for(lambda: any(c.op == "send" for c in surface.calls), "the first send")
         assert await reply.finish("a *bold* word")
     live = [c for c in surface.calls if c.op in ("send", "edit") and "*" in c.text]
     final = [c for c in surface.calls if c.op in ("send", "edit") and c.text == "a !bold! word"]
@@ -547,12 +436,12 @@ async def test_live_edits_are_plain_and_only_the_final_parts_are_marked_formatte
 
 @pytest.mark.anyio
 async def test_a_surface_with_drafts_previews_live_and_sends_the_final_as_messages() -> None:
-    surface = RecordingSurface(max_chars=200, can_edit=False, drafts=True)
+    surface = recording_surface(max_chars=200, can_edit=False, drafts=True)
     async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
         for n in range(1, 6):
             reply.update("word " * n)
             await anyio.sleep(0.02)
-        await wait_for(lambda: any(c.op == "preview" for c in surface.calls))
+        await wait_for(lambda: any(c.op == "preview" for c in surface.calls), "a preview")
         assert await reply.finish("the final answer")
     ops = [c.op for c in surface.calls if c.op != "typing"]
     assert "preview" in ops and "edit" not in ops

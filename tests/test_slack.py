@@ -23,7 +23,7 @@ from config import ConfigError
 from surfaces.base import ConversationKey
 from surfaces.slack import SlackSurface, create_surface
 from surfaces.slack.convert import message_from_event, press_from_payload, render
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -60,17 +60,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(params=["socket", "http"])
 def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-def prompt_texts(fake: FakeAgent) -> list[str]:
-    return [
-        "\n".join(block.get("text", "") for block in frame["params"]["prompt"])
-        for frame in fake.frames_in("session/prompt")
-    ]
 
 
 def prompt_sessions(fake: FakeAgent) -> list[str]:
@@ -199,7 +188,7 @@ async def test_a_dm_is_answered_at_the_top_level_of_the_dm(
         await env.dm(ALICE, "hello there")
         text = await env.answered(DMS[ALICE], "", "Echo: hello there")
     assert text == "Echo: hello there"
-    assert prompt_texts(fake_agent) == ["hello there"]
+    assert fake_agent.prompt_texts() == ["hello there"]
     assert all(not m.thread_ts for m in env.fake.messages.values())
 
 
@@ -221,7 +210,7 @@ async def test_a_channel_mention_is_answered_in_its_thread_which_is_one_conversa
         await env.answered(CHANNEL, thread, "Echo: and more")
         other = await env.mention(BOB, "a new topic")
         await env.answered(CHANNEL, other, "Echo: a new topic")
-    assert prompt_texts(fake_agent) == [slow, "and more", "a new topic"]
+    assert fake_agent.prompt_texts() == [slow, "and more", "a new topic"]
     first, follow_up, new_topic = prompt_sessions(fake_agent)
     assert first == follow_up != new_topic
     assert env.fake.in_thread(CHANNEL, "") == []  # nothing at the channel's top level
@@ -239,7 +228,7 @@ async def test_bang_compact_and_typed_slash_compact_reach_the_agent_as_slash_com
         await env.answered(DMS[ALICE], "", "Echo: /compact")
         thread = await env.mention(BOB, "/compact")
         await env.answered(CHANNEL, thread, "Echo: /compact")
-    assert prompt_texts(fake_agent) == ["/compact", "/compact"]
+    assert fake_agent.prompt_texts() == ["/compact", "/compact"]
 
 
 async def test_bang_help_lists_the_commands_with_a_bang(
@@ -250,7 +239,7 @@ async def test_bang_help_lists_the_commands_with_a_bang(
         text = await env.answered(CHANNEL, thread, "Commands:")
     for command in ("!new", "!compact", "!stop", "!status", "!model", "!help"):
         assert command in text
-    assert prompt_texts(fake_agent) == []
+    assert fake_agent.prompt_texts() == []
 
 
 async def test_a_retried_event_and_the_twin_of_a_mention_reach_the_agent_once(
@@ -272,7 +261,7 @@ async def test_a_retried_event_and_the_twin_of_a_mention_reach_the_agent_once(
         await env.deliver(body)
         await env.deliver(body, retry=1)
         await env.answered(DMS[BOB], "", "Echo: once in a DM")
-    assert prompt_texts(fake_agent) == ["just once", "once in a DM"]
+    assert fake_agent.prompt_texts() == ["just once", "once in a DM"]
     assert len(env.fake.replies(CHANNEL, ts)) == 1
     assert len(env.fake.replies(DMS[BOB])) == 1
 
@@ -410,7 +399,7 @@ async def test_a_badly_signed_or_stale_request_is_rejected_and_not_processed(
         assert await env.poster.action(press, signature="bad") == 401
         await env.dm(ALICE, "genuine")
         await env.answered(DMS[ALICE], "", "Echo: genuine")
-    assert prompt_texts(fake_agent) == ["genuine"]
+    assert fake_agent.prompt_texts() == ["genuine"]
 
 
 # ---- Socket Mode --------------------------------------------------------------------------------
@@ -424,7 +413,7 @@ async def test_socket_mode_reconnects_when_slack_asks_and_goes_on_answering(
         await env.fake.wait_connected(2)
         await env.dm(ALICE, "after")
         await env.answered(DMS[ALICE], "", "Echo: after")
-    assert prompt_texts(fake_agent) == ["before", "after"]
+    assert fake_agent.prompt_texts() == ["before", "after"]
     assert len(env.fake.calls_to("apps.connections.open")) == 2
 
 
@@ -597,7 +586,7 @@ async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_vali
         assert await env.answered(DMS[ALICE], "", MADE_VALID) == f"Echo: {MADE_VALID}"
         await env.dm(BOB, "still there?")
         await env.answered(DMS[BOB], "", "Echo: still there?")
-    assert prompt_texts(fake_agent) == [MADE_VALID, "still there?"]
+    assert fake_agent.prompt_texts() == [MADE_VALID, "still there?"]
 
 
 async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(

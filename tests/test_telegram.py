@@ -5,7 +5,6 @@ a real subprocess. Plus the pure conversions (Markdown -> Telegram HTML, group g
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import signal
@@ -32,7 +31,7 @@ from surfaces.telegram.convert import (
     markdown_to_html,
     strip_mention,
 )
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 from tests.engine_helpers import running_app, wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
 
@@ -98,17 +97,6 @@ async def serving(settings: Settings, **options: Any) -> AsyncIterator[TelegramS
         yield surface
 
 
-def script(*steps: dict[str, Any]) -> str:
-    return "SCRIPT:" + json.dumps(list(steps))
-
-
-def prompts(fake: FakeAgent) -> list[str]:
-    return [
-        "\n".join(block.get("text", "") for block in frame["params"]["prompt"])
-        for frame in fake.frames_in("session/prompt")
-    ]
-
-
 def shows(api: FakeBotApi, chat: int, text: str) -> Any:
     return lambda: text in api.chat_text(chat)
 
@@ -156,7 +144,7 @@ async def test_a_stranger_gets_no_api_call_and_nothing_reaches_the_agent(
     assert api.calls_to(chat_id=MALLORY.id, ok=False) == []
     assert api.chat_messages(GROUP) == []
     assert api.calls_to(chat_id=GROUP) == []
-    assert prompts(fake_agent) == ["after the stranger"]
+    assert fake_agent.prompt_texts() == ["after the stranger"]
 
 
 async def test_two_chats_run_concurrently_and_one_chats_messages_stay_in_order(
@@ -171,7 +159,7 @@ async def test_two_chats_run_concurrently_and_one_chats_messages_stay_in_order(
         await wait_for(shows(api, BOB.id, "Echo: hi"), "bob's reply")
         assert "slow done" not in api.chat_text(ALICE.id)  # bob did not wait for alice
         await wait_for(shows(api, ALICE.id, "Echo: second"), "alice's queued messages", 15)
-    alice_prompts = [text for text in prompts(fake_agent) if text != "hi"]
+    alice_prompts = [text for text in fake_agent.prompt_texts() if text != "hi"]
     assert alice_prompts == [slow, "second\n\nthird"]  # in order; the burst became one turn
 
 
@@ -192,7 +180,7 @@ async def test_in_a_group_topic_the_bot_answers_only_when_mentioned_or_replied_t
         (answer,) = api.chat_messages(GROUP)
         api.post_message(GROUP, BOB, "and you, again?", thread=topic, reply_to=answer)
         await wait_for(shows(api, GROUP, "Echo: and you, again?"), "the answer to a reply")
-    assert prompts(fake_agent) == [steps, "and you, again?"]
+    assert fake_agent.prompt_texts() == [steps, "and you, again?"]
     assert api.calls_to(chat_id=OTHER_GROUP) == []
     assert api.calls_to("sendMessageDraft", chat_id=GROUP) == []  # no drafts in groups
     posted = api.calls_to("sendMessage", "editMessageText", chat_id=GROUP)
@@ -267,7 +255,7 @@ async def test_every_command_works_in_a_dm_and_with_the_bot_name_in_a_group(
         "Started a fresh conversation; the agent will not see earlier messages.",
     ]
     assert shown[6] == "Echo: /compact"
-    assert prompts(fake_agent) == ["/compact"]  # everything else was ours
+    assert fake_agent.prompt_texts() == ["/compact"]  # everything else was ours
     in_group = [message.text for message in api.chat_messages(GROUP)]
     assert len(in_group) == 2
     assert in_group[0].startswith("Commands:")
@@ -451,7 +439,7 @@ async def test_webhook_mode_rejects_a_wrong_secret_and_processes_the_right_one(
         real = api.take_update(api.dm(ALICE, "by webhook"))
         assert await api.post_webhook(real, secret="right-secret_123") == 200
         await wait_for(shows(api, ALICE.id, "Echo: by webhook"), "the reply")
-    assert prompts(fake_agent) == ["by webhook"]
+    assert fake_agent.prompt_texts() == ["by webhook"]
     assert api.calls_to("getUpdates") == []
 
 
@@ -492,7 +480,7 @@ async def test_a_reply_a_restart_cut_off_is_sent_before_the_new_bot_starts_recei
         await wait_for(shows(api, ALICE.id, "Echo: while blocked"), "the re-sent reply")
         resent = api.calls_to("sendMessage", chat_id=ALICE.id)[0]
         assert resent.at < api.calls_to("deleteWebhook")[-1].at  # before polling started
-    assert prompts(fake_agent) == ["while blocked"]  # re-sent, not asked again
+    assert fake_agent.prompt_texts() == ["while blocked"]  # re-sent, not asked again
 
 
 async def test_switchboard_run_serves_telegram_and_stops_on_sigterm(
@@ -597,7 +585,7 @@ async def test_a_message_with_text_that_cannot_be_encoded_reaches_the_agent_vali
         await wait_for(shows(api, ALICE.id, f"Echo: {MADE_VALID}"), "alice's reply")
         api.dm(BOB, "still there?")
         await wait_for(shows(api, BOB.id, "Echo: still there?"), "bob's reply")
-    assert prompts(fake_agent) == [MADE_VALID, "still there?"]
+    assert fake_agent.prompt_texts() == [MADE_VALID, "still there?"]
 
 
 async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_valid(

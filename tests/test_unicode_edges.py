@@ -13,8 +13,8 @@ import pytest
 from acp import EventKind
 from config import valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, UserRef, count_utf16
-from tests.acp_helpers import agent_spec, collect_turn, open_test_client, script, texts
-from tests.conftest import FakeAgent
+from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
+from tests.conftest import FakeAgent, script
 
 WAIT = 20  # seconds: an upper bound, never a measurement
 # A lone surrogate, NUL, an escape sequence, an emoji and an astral noncharacter in one text.

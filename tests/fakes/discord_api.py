@@ -32,13 +32,14 @@ import datetime
 import itertools
 import json
 import re
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import WSMsgType, web
+
+from tests.fakes.loopback import LoopbackServer
 
 API = "/api/v10"
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -271,7 +272,9 @@ def _error(status: int, code: int, message: str) -> web.Response:
     return _json({"code": code, "message": message}, status)
 
 
-class FakeDiscord:
+class FakeDiscord(LoopbackServer):
+    _runner_options: ClassVar[dict[str, Any]] = {"handle_signals": False}
+
     def __init__(
         self,
         *,
@@ -282,6 +285,7 @@ class FakeDiscord:
         echo_own_messages: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self.token = token
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.rate_limit = rate_limit
@@ -309,36 +313,17 @@ class FakeDiscord:
         self._failures: list[_Failure] = []
         self._buckets: dict[str, tuple[int, float]] = {}  # channel -> (calls, window end)
         self._global_bucket: tuple[int, float] = (0, -1.0)
-        self._runner: web.AppRunner | None = None
         self._writers: set[asyncio.Task[None]] = set()
-        self.port = 0
 
     # ---- lifecycle --------------------------------------------------------------------------------
-    async def start(self) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
 
-    async def close(self) -> None:
+    async def _before_close(self) -> None:
         for session in self._sessions.values():
             if session.socket is not None and not session.socket.closed:
                 await session.socket.close(code=1001)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     @property
     def api_url(self) -> str:

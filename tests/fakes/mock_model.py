@@ -22,7 +22,8 @@ Module use::
 Script use: ``python tests/fakes/mock_model.py --port 0`` prints the bound port on the first line of
 stdout, then serves until SIGINT/SIGTERM. ``--log`` prints one JSON line per request to stderr.
 
-Shapes follow shared/interop.md section 4.2.
+Request and response shapes are those of the real Anthropic Messages and OpenAI Responses APIs,
+as far as claude-agent-acp and codex-acp read them (see tests/fakes/REAL_AGENTS_NOTES.md).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Spawns an agent argv in its own process group, then: initialize → session/new 
 Answers every ``session/request_permission`` by optionId or kind (``--permission``), every other
 agent→client request with -32601, and prints every frame received from the agent as one JSON line
 on stdout (``--annotate`` wraps each in ``{"t", "dir", "frame"}`` and adds our sent frames and
-meta lines). Everything is bounded by ``--timeout``; the agent is shut down as interop.md 1.1 says
-(close stdin → wait → SIGTERM group → SIGKILL group) and the EOF exit time is reported.
+meta lines). Everything is bounded by ``--timeout``; the agent is shut down the way ACP clients
+should (close stdin → wait → SIGTERM group → SIGKILL group) and the EOF exit time is reported.
 
 Examples::
 

@@ -11,8 +11,7 @@ Every ``*_argv()`` returns None when the agent is not installed, so tests can sk
 The ``*_env_*()`` helpers build a hermetic environment: ``HOME`` is the given (empty) temporary
 directory and every inherited Anthropic/Claude/OpenAI/Codex variable is dropped before the wanted
 ones are set. ``spawn_agent()`` / ``stop_agent()`` start an agent in its own process group and
-end the whole group. Stdlib only. Facts: shared/interop.md sections 2.2, 2.3 and 4;
-observations: tests/fakes/REAL_AGENTS_NOTES.md.
+end the whole group. Stdlib only. What the agents were seen to do offline: tests/fakes/REAL_AGENTS_NOTES.md.
 """
 
 from __future__ import annotations
@@ -217,7 +216,8 @@ def codex_env_no_credentials(
 
 
 def codex_mock_config_toml(openai_base_url: str, model: str = "gpt-mock") -> str:
-    """The config.toml of interop.md 4.2 (``openai_base_url`` ends in ``/v1``)."""
+    """A codex config.toml whose model provider is the mock at `openai_base_url` (which must end
+    in ``/v1``, added when missing)."""
     url = openai_base_url.rstrip("/")
     if not url.endswith("/v1"):
         url += "/v1"

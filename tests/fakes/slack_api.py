@@ -47,6 +47,8 @@ import aiohttp
 import anyio
 from aiohttp import web
 
+from tests.fakes.loopback import LoopbackServer
+
 BOT_TOKEN = "xoxb-1000000001-fakebottoken"
 APP_TOKEN = "xapp-1-A0FAKEAPP-fakeapptoken"
 SIGNING_SECRET = "fake-signing-secret"
@@ -125,7 +127,7 @@ class _Failure:
     retry_after: float
 
 
-class FakeSlack:
+class FakeSlack(LoopbackServer):
     def __init__(
         self,
         *,
@@ -134,6 +136,7 @@ class FakeSlack:
         stream_lifetime: float = 300.0,
         stream_limit: int = 12_000,
     ) -> None:
+        super().__init__()
         self.streaming = streaming
         self.rate_interval = rate_interval
         self.stream_lifetime = stream_lifetime
@@ -151,34 +154,15 @@ class FakeSlack:
         self.connections = 0
         self.refused = 0  # Socket Mode connection attempts answered 503
         self._refused_sockets = 0
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
 
-    async def close(self) -> None:
+    async def _before_close(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeSlack:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.close()
 
     @property
     def api_url(self) -> str:

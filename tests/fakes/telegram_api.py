@@ -34,9 +34,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import ClientSession, web
+
+from tests.fakes.loopback import LoopbackServer
 
 TOKEN = "123456789:TEST-fake-token-for-switchboard-tests-x"
 BOT_ID = 123456789
@@ -201,7 +203,9 @@ def parse_html(text: str) -> str:
     return "".join(parser.parts)
 
 
-class FakeBotApi:
+class FakeBotApi(LoopbackServer):
+    _runner_options: ClassVar[dict[str, Any]] = {"shutdown_timeout": 0.5, "access_log": None}
+
     def __init__(
         self,
         *,
@@ -209,6 +213,7 @@ class FakeBotApi:
         rate_interval: float | None = None,
         poll_limit: int = 100,
     ) -> None:
+        super().__init__()
         self.token = token
         self.me = {
             "id": BOT_ID,
@@ -240,33 +245,13 @@ class FakeBotApi:
         self._last_call: dict[int, float] = {}
         self._new_update = asyncio.Event()
         self._closing = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    async def start(self) -> FakeBotApi:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
-        return self
 
-    async def close(self) -> None:
+    async def _before_close(self) -> None:
         self._closing.set()  # long polls return now
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeBotApi:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     @property
     def url(self) -> str:
