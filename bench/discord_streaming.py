@@ -93,7 +93,8 @@ async def _run(args: argparse.Namespace, fake: FakeInThread) -> dict[str, Any]:
     from bot.store import open_store
     from config import load_settings
     from surfaces.base import ConversationKey
-    from surfaces.discord import DiscordSurface, create_surface
+    from surfaces.discord import create_surface
+    from surfaces.discord.adapter import DiscordSurface
 
     api = fake.api
     count = args.conversations

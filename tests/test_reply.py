@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from bot.reply import ChatPacer, ChatPacers, open_reply, split_message
+from bot.reply import open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
     Choice,
@@ -28,6 +28,7 @@ from surfaces.base import (
     count_utf16,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.pacing import ChatPacer
 
 KEY = ConversationKey("test", "chat-1")
 FENCE_LINE = re.compile(r" {0,3}```")
@@ -107,7 +108,7 @@ class RecordingSurface:
     ) -> MessageRef:
         return await self.send(key, prompt)
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         await self.edit(ref, outcome)
 
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
@@ -285,10 +286,11 @@ async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_on
 
 
 def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
-    pacers, surface = ChatPacers(), RecordingSurface()
-    one = pacers.for_chat(surface, ConversationKey("test", "c", "t1"))
-    assert pacers.for_chat(surface, ConversationKey("test", "c", "t2")) is one
-    assert pacers.for_chat(surface, ConversationKey("test", "d")) is not one
+    surface = RecordingSurface()
+    pacers = surface.capabilities.pacing
+    one = pacers.for_chat(ConversationKey("test", "c", "t1").chat)
+    assert pacers.for_chat(ConversationKey("test", "c", "t2").chat) is one
+    assert pacers.for_chat(ConversationKey("test", "d").chat) is not one
     assert one.min_interval == surface.capabilities.min_edit_interval
 
 

@@ -30,8 +30,6 @@ import hmac
 import itertools
 import json
 import logging
-import os
-import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,11 +40,6 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 from aiohttp import web
-
-# Opt in to PTB's timedelta durations (RetryAfter.retry_after): the int form is deprecated and
-# warns every time a 429 is parsed.
-os.environ.setdefault("PTB_TIMEDELTA", "true")
-
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
@@ -81,8 +74,8 @@ from surfaces.base import (
     SurfaceCapabilities,
     count_utf16,
 )
-from surfaces.call_gate import CallGate
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.pacing import GroupWindow, Pacing
 from surfaces.telegram.convert import (
     BotIdentity,
     GroupGate,
@@ -168,30 +161,6 @@ async def _api(call: Awaitable[T]) -> T:
         raise SendFailed(f"Telegram error: {exc.message}", transient=False) from exc
 
 
-class _GroupBudget:
-    """Calls that post or change messages in one group over the last minute, so previews (the
-    only optional calls) keep the group under Telegram's 20 a minute."""
-
-    def __init__(self, interval: float, per_minute: int) -> None:
-        self.interval = interval
-        self.per_minute = per_minute
-        self.calls: deque[float] = deque()
-
-    def record(self, now: float) -> None:
-        self.calls.append(now)
-
-    def preview_wait(self, now: float) -> float:
-        """Seconds until a preview may be shown (<= 0: now)."""
-        while self.calls and self.calls[0] <= now - 60.0:
-            self.calls.popleft()
-        if not self.calls:
-            return 0.0
-        ready = self.calls[-1] + self.interval
-        if len(self.calls) >= self.per_minute:
-            ready = max(ready, self.calls[-self.per_minute] + 60.0)
-        return ready - now
-
-
 @dataclass
 class _Live:
     """The live preview message of one conversation (groups, or chats without drafts)."""
@@ -220,8 +189,12 @@ class TelegramSurface:
         connection_pool_size: int = 32,
     ) -> None:
         self.settings = settings
-        # One message a second per chat is Telegram's rule (the bot's pacer, plus a CallGate
-        # for arrivals); groups' 20 a minute is kept by spacing previews (_GroupBudget).
+        # One message a second per chat is Telegram's rule (the chat's pacer spaces the bot's
+        # turns and our calls' arrivals); groups' 20 a minute is kept by spacing previews (the
+        # group's window).
+        self._group_interval = group_preview_interval
+        self._group_budget = group_preview_budget
+        self._pacing = Pacing(min_edit_interval, group_window=self._group_window)
         self.capabilities = SurfaceCapabilities(
             max_chars=MAX_CHARS,
             count=count_utf16,
@@ -230,9 +203,8 @@ class TelegramSurface:
             drafts=True,
             buttons=True,
             threads=True,
+            pacing=self._pacing,
         )
-        self._group_interval = group_preview_interval
-        self._group_budget = group_preview_budget
         self._poll_timeout = poll_timeout
         self._press_answer_wait = press_answer_wait
         self._shutdown_timeout = shutdown_timeout
@@ -245,12 +217,9 @@ class TelegramSurface:
         self._webhook: web.AppRunner | None = None
         self._queues: dict[ConversationKey, deque[Inbound]] = {}
         self._lives: dict[ConversationKey, _Live] = {}
-        self._budgets: dict[int, _GroupBudget] = {}
-        self._calls: CallGate[int] = CallGate(min_edit_interval)  # message calls, per chat
         self._no_drafts: set[int] = set()
         self._draft_ids: dict[ConversationKey, int] = {}
         self._draft_counter = itertools.count(1)
-        self._prompts: OrderedDict[tuple[int, int], str] = OrderedDict()
         self._aliases: OrderedDict[str, str] = OrderedDict()  # callback_data -> long token
         self._alias_counter = itertools.count(1)
         self._ready = False
@@ -495,20 +464,14 @@ class TelegramSurface:
         spaces the starts of calls, but Telegram counts arrivals, and a call that waited longer
         on the way (a queue for connections, a busy event loop) would otherwise arrive too close
         behind the one before. Only a finished call is known to have arrived."""
-        async with self._calls.call(chat):
-            if chat < 0:
-                self._budget(chat).record(time.monotonic())
-            try:
-                return await _api(call())
-            except RateLimited as exc:
-                self._calls.penalize(chat, exc.retry_after)
-                raise
+        async with self._pacing.call(str(chat)):  # which records a 429 and the group's call
+            return await _api(call())
 
-    def _budget(self, chat: int) -> _GroupBudget:
-        budget = self._budgets.get(chat)
-        if budget is None:
-            budget = self._budgets[chat] = _GroupBudget(self._group_interval, self._group_budget)
-        return budget
+    def _group_window(self, chat: str) -> GroupWindow | None:
+        """Groups (negative ids) allow 20 messages a minute; private chats have no window."""
+        if not chat.startswith("-"):
+            return None
+        return GroupWindow(self._group_interval, self._group_budget)
 
     async def _post(
         self,
@@ -650,7 +613,7 @@ class TelegramSurface:
     def _preview_wait(self, key: ConversationKey) -> float:
         if is_private(key):
             return 0.0  # the bot's pacer is enough
-        return self._budget(int(key.chat)).preview_wait(time.monotonic())
+        return self._pacing.preview_wait(key.chat)
 
     async def _flush(self, key: ConversationKey, live: _Live) -> None:
         chat, thread = chat_and_thread(key)
@@ -709,9 +672,6 @@ class TelegramSurface:
         rows = choice_rows([choice.label for choice in choices])
         markup = InlineKeyboardMarkup([[buttons[index] for index in row] for row in rows])
         message = await self._post(chat, thread, prompt, reply_markup=markup)
-        self._prompts[(chat, message.message_id)] = prompt
-        while len(self._prompts) > 1000:
-            self._prompts.popitem(last=False)
         return MessageRef(key, str(message.message_id))
 
     def _callback_data(self, token: str) -> str:
@@ -724,10 +684,9 @@ class TelegramSurface:
             self._aliases.popitem(last=False)
         return alias
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         chat, _ = chat_and_thread(ref.key)
         message_id = int(ref.id)
-        prompt = self._prompts.pop((chat, message_id), "")
         text = f"{prompt}\n\n{outcome}" if prompt else outcome
         if count_utf16(text) > MAX_CHARS:
             text = outcome
