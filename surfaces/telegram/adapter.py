@@ -17,11 +17,12 @@ import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import anyio
 import anyio.abc
-from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatAction
 from telegram.error import InvalidToken, NetworkError
 from telegram.ext import Application, ApplicationBuilder, TypeHandler
@@ -66,6 +67,9 @@ MAX_CHARS = 4096  # UTF-16 code units, after entity parsing
 ALIASES = 1000  # long choice tokens remembered by their short callback_data
 NOTICE_CHARS = 200  # Telegram's limit for the text of a callback query's answer
 
+# PTB's Application is generic in six context types this adapter never customises.
+_Application = Application[Any, Any, Any, Any, Any, Any]
+
 
 class TelegramSurface:
     name = "telegram"
@@ -103,7 +107,7 @@ class TelegramSurface:
         self._poll_timeout = poll_timeout
         self._press_answer_wait = press_answer_wait
         self._shutdown_timeout = shutdown_timeout
-        self.app: Any = self._build_application(settings, connection_pool_size)
+        self.app = self._build_application(settings, connection_pool_size)
         self._webhook = Webhook(self.app, settings)
         self._messages = MessageCalls(self._bot, self._pacing)
         self._previews = LivePreviews(
@@ -130,7 +134,7 @@ class TelegramSurface:
         return GroupWindow(self._group_interval, self._group_budget)
 
     @staticmethod
-    def _build_application(settings: TelegramSettings, pool_size: int) -> Any:
+    def _build_application(settings: TelegramSettings, pool_size: int) -> _Application:
         # httpcore scans every pooled connection on each request, so a pool much larger than
         # the requests actually in flight costs CPU for nothing; requests beyond it queue.
         builder = (
@@ -145,7 +149,7 @@ class TelegramSurface:
             builder = builder.base_url(base + "/bot").base_file_url(base + "/file/bot")
         if settings.webhook_url:
             builder = builder.updater(None)
-        app: Application[Any, Any, Any, Any, Any, Any] = builder.build()
+        app: _Application = builder.build()
         return app
 
     def render(self, markdown: str) -> str:
@@ -195,8 +199,9 @@ class TelegramSurface:
                 if self.settings.webhook_url:
                     await self._webhook.start(await self._bot())
                 else:
+                    assert app.updater is not None  # built with one, outside webhook mode
                     await app.updater.start_polling(
-                        timeout=self._poll_timeout,
+                        timeout=timedelta(seconds=self._poll_timeout),
                         allowed_updates=ALLOWED_UPDATES,
                         error_callback=log_polling_fault,
                     )
@@ -230,7 +235,7 @@ class TelegramSurface:
                     self._ready = False
                     await self.app.shutdown()
 
-    async def _bot(self) -> Any:
+    async def _bot(self) -> Bot:
         """The connected Bot. Sending may start before `run` (the bot re-delivers replies a
         restart cut off before surfaces receive) and goes on after it (partial output at
         shutdown), so the connection is opened on first use and closed by `close`."""
@@ -238,10 +243,11 @@ class TelegramSurface:
             async with self._connect_lock:
                 if not self._ready:
                     await self._initialize()
-                    bot = self.app.bot
-                    self._me = BotIdentity(bot.id, bot.username or "")
+                    me = self.app.bot
+                    self._me = BotIdentity(me.id, me.username or "")
                     self._ready = True
-        return self.app.bot
+        bot: Bot = self.app.bot
+        return bot
 
     async def _initialize(self) -> None:
         """getMe, retried a few times over network trouble; a rejected token is a setting error."""

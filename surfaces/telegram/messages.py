@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from telegram import InlineKeyboardMarkup, LinkPreviewOptions, Message, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, Message, ReplyParameters
 from telegram.constants import ParseMode
 
 from surfaces.pacing import Pacing
@@ -32,7 +32,7 @@ _NO_PREVIEWS = LinkPreviewOptions(is_disabled=True)
 class MessageCalls:
     """`post`, `edit_text` and `draft` for one bot. `bot()` returns the connected Bot."""
 
-    def __init__(self, bot: Callable[[], Awaitable[Any]], pacing: Pacing) -> None:
+    def __init__(self, bot: Callable[[], Awaitable[Bot]], pacing: Pacing) -> None:
         self._bot = bot
         self._pacing = pacing
 

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from telegram import Update
+from telegram import Bot, Update
 
 from config.settings import TelegramSettings
 from surfaces.telegram.errors import BOT_API
@@ -32,7 +32,7 @@ class Webhook:
         self._settings = settings
         self._runner: web.AppRunner | None = None
 
-    async def start(self, bot: Any) -> None:
+    async def start(self, bot: Bot) -> None:
         """Listen, then tell Telegram where to post (setWebhook with our secret)."""
         settings = self._settings
         server = web.Application()
