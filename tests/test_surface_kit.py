@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from datetime import timedelta
 from typing import ClassVar
 
@@ -130,3 +132,16 @@ def test_text_helpers() -> None:
     assert ellipsize("a longer label", 8) == "a longe…"
     assert escape_angle_brackets("<b> & co") == "&lt;b&gt; &amp; co"
     assert unescape_angle_brackets(escape_angle_brackets("<b> & co")) == "<b> & co"
+
+
+def test_surface_entries_are_found_in_settings_order_without_importing_a_platform_sdk() -> None:
+    probe = (
+        "import sys; from bot.surface_registry import surface_entries; "
+        "print([e.name for e in surface_entries()]); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'telegram', 'slack_sdk', "
+        "'slack_bolt', 'discord'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["['telegram', 'slack', 'discord']", "[]"]
