@@ -66,7 +66,8 @@ MESSAGE_ROUTES = ("create_message", "edit_message")
 # ---- the child: one run -------------------------------------------------------------------------
 async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dict[str, Any]:
     from surfaces.base import ConversationKey
-    from surfaces.discord import DiscordSurface, create_surface
+    from surfaces.discord import create_surface
+    from surfaces.discord.adapter import DiscordSurface
 
     api = fake.api
     count = args.conversations

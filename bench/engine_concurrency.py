@@ -170,7 +170,7 @@ class BenchSurface:
     async def ask_choice(self, key: Any, prompt: str, choices: Any, *, allowed_users: Any) -> Any:
         raise AssertionError("the bench agent asks no permission")
 
-    async def close_choice(self, ref: Any, outcome: str) -> None:
+    async def close_choice(self, ref: Any, prompt: str, outcome: str) -> None:
         return None
 
     async def typing(self, key: Any) -> None:
@@ -259,8 +259,9 @@ async def _engine(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) ->
 
 
 async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
-    from bot.reply import ChatPacer, open_reply
+    from bot.reply import open_reply
     from surfaces.base import ConversationKey
+    from surfaces.pacing import ChatPacer
 
     surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
     texts = [chunk_text(k, args.chunk_chars) for k in range(args.chunks)]

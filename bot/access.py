@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from bot.surface_registry import surface_entries
 from config import Settings
 from surfaces.base import UserRef
 
@@ -50,12 +51,12 @@ class AccessPolicy:
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessPolicy:
         rules = {CONSOLE_SURFACE: SurfaceRules(admin=frozenset({CONSOLE_USER.id}))}
-        for name in ("telegram", "slack", "discord"):
-            surface = getattr(settings, name)
-            rules[name] = SurfaceRules(
-                chat=frozenset(surface.allowed_users),
-                approve=frozenset(surface.approvers),
-                admin=frozenset(surface.admins),
+        for entry in surface_entries():
+            section = entry.section(settings)
+            rules[entry.name] = SurfaceRules(
+                chat=frozenset(section.allowed_users),
+                approve=frozenset(section.approvers),
+                admin=frozenset(section.admins),
             )
         return cls(rules)
 

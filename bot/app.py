@@ -26,7 +26,7 @@ from bot.faults import fault_sentence, log_fault
 from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
-from bot.reply import ChatPacers, ReplyStream, open_reply
+from bot.reply import ReplyStream, open_reply
 from bot.store import DeliveryEntry, StateStore
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
@@ -59,7 +59,6 @@ class BotApp:
         self.spec, self.gate = agent_plan(settings)
         self.runners: dict[ConversationKey, ChatRunner] = {}
         self._surfaces: dict[str, Surface] = {}
-        self._pacers = ChatPacers()
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
         self._opener = opener  # how agents start: a process by default
@@ -83,7 +82,8 @@ class BotApp:
     async def open_reply(
         self, surface: Surface, key: ConversationKey
     ) -> AsyncIterator[ReplyStream]:
-        async with open_reply(surface, key, self._pacers.for_chat(surface, key)) as reply:
+        pacer = surface.capabilities.pacing.for_chat(key.chat)  # the surface's own pacing
+        async with open_reply(surface, key, pacer) as reply:
             yield reply
 
     async def finish_reply(

@@ -3,7 +3,6 @@ writable; does each configured surface have a plausible token. No platform is co
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import anyio
@@ -21,19 +20,8 @@ from acp import (
 )
 from bot.agent_sessions import agent_plan
 from bot.store import StoreError, open_store
-from bot.surface_registry import surfaces_nobody_can_use
+from bot.surface_registry import surface_entries, surfaces_nobody_can_use
 from config import ConfigError, Settings
-
-_TOKEN_SHAPES: dict[str, tuple[str, re.Pattern[str], str]] = {
-    "telegram.token": ("Telegram", re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$"), "<digits>:<secret>"),
-    "slack.bot_token": ("Slack bot", re.compile(r"^xoxb-[A-Za-z0-9-]{10,}$"), "xoxb-..."),
-    "slack.app_token": ("Slack app", re.compile(r"^xapp-[A-Za-z0-9-]{10,}$"), "xapp-..."),
-    "discord.token": (
-        "Discord",
-        re.compile(r"^[\w-]{20,}\.[\w-]{4,}\.[\w-]{20,}$"),
-        "three dot-separated parts",
-    ),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +88,18 @@ async def _store_check(settings: Settings) -> Check:
 
 def _surface_checks(settings: Settings) -> list[Check]:
     checks = []
-    for path, (label, shape, form) in _TOKEN_SHAPES.items():
-        section, field = path.split(".")
-        value = getattr(getattr(settings, section), field)
-        if not value:
-            continue
-        setting = f"SWITCHBOARD_{section.upper()}__{field.upper()}"
-        if shape.match(value):
-            checks.append(Check(True, f"{label} token", f"{setting} looks right"))
-        else:
-            checks.append(Check(False, f"{label} token", f"{setting} should look like {form}"))
+    for entry in surface_entries():
+        section = entry.section(settings)
+        for token in entry.tokens:
+            value = getattr(section, token.field)
+            if not value:
+                continue
+            setting = entry.setting(token.field)
+            if token.pattern.match(value):
+                checks.append(Check(True, f"{token.label} token", f"{setting} looks right"))
+            else:
+                detail = f"{setting} should look like {token.form}"
+                checks.append(Check(False, f"{token.label} token", detail))
     for unusable in surfaces_nobody_can_use(settings):
         detail = f"{unusable.setting} is empty, so nobody can use it; set it to the user ids"
         checks.append(Check(False, f"{unusable.label} access", detail))

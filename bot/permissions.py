@@ -97,12 +97,11 @@ class ApprovalBroker:
             for token, option in tokens.items()
         ]
         allowed = sorted({requester.id, *self.access.approvers(surface.name)})
+        prompt = approval_prompt(request)
         outcome = "stopped"
         ref = None
         try:
-            ref = await surface.ask_choice(
-                key, approval_prompt(request), choices, allowed_users=allowed
-            )
+            ref = await surface.ask_choice(key, prompt, choices, allowed_users=allowed)
             with anyio.move_on_after(self.timeout):
                 await pending.wait()
             if not pending.answered:
@@ -118,7 +117,7 @@ class ApprovalBroker:
                 await self.store.drop_approvals(group)
                 if ref is not None:
                     try:
-                        await surface.close_choice(ref, outcome)
+                        await surface.close_choice(ref, prompt, outcome)
                     except Exception:
                         log.warning("could not close the approval prompt", exc_info=True)
 

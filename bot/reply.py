@@ -1,12 +1,14 @@
 """The surface-neutral reply stream: one reply (one turn) shown live and then delivered in full.
 
 Everything platform-specific comes from `SurfaceCapabilities`: the length limit and how it is
-counted, whether messages can be edited, and (through the caller's `ChatPacer`) how often.
+counted, whether messages can be edited, and how often: the caller hands in the chat's
+`ChatPacer`, which belongs to the surface's pacing (`surface.capabilities.pacing`, see
+`surfaces.pacing`); this module only takes its turns and records the 429s no pacer recorded yet.
 
 While the agent streams, the latest text is shown as plain, unrendered text (half-written Markdown
 renders badly and some dialects reject it outright), coalesced to at most one operation per pacer
 turn, with no-op edits skipped and new messages added as the text outgrows the limit. `finish`
-then renders the final text per part and makes sure it arrives: a 429 penalizes the whole chat and
+then renders the final text per part and makes sure it arrives: a 429 holds the whole chat back and
 is waited out, transient failures are retried with backoff, a message that is gone is replaced by a
 new one. Leaving `open_reply` without `finish` (an error, a cancelled turn) delivers the latest
 text, shielded and bounded, so partial output is never lost."""
@@ -14,9 +16,7 @@ text, shielded and bounded, so partial output is never lost."""
 from __future__ import annotations
 
 import logging
-import math
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -25,71 +25,15 @@ import anyio
 from bot.markdown_split import split_message
 from surfaces.base import STATUS_MARK, ConversationKey, MessageRef, Surface
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.pacing import ChatPacer
 
-__all__ = ["ChatPacer", "ChatPacers", "ReplyStream", "open_reply", "split_message"]
+__all__ = ["ReplyStream", "open_reply", "split_message"]
 
 log = logging.getLogger(__name__)
 
 # What a live message the final text no longer needs is edited to: platforms refuse empty text and
 # offer us no delete, and stale text repeated below the answer would confuse more than a dot.
 _BLANK = "…"
-
-
-class ChatPacer:
-    """Spaces operations on one chat's messages at least `min_interval` apart, and holds them all
-    back after a 429: platforms rate-limit per chat, not per message."""
-
-    def __init__(
-        self,
-        min_interval: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ) -> None:
-        self.min_interval = min_interval
-        self._clock = clock
-        self._sleep = sleep
-        self._last = -math.inf  # when the latest turn was handed out
-        self._previous = -math.inf
-        self._not_before = -math.inf
-        self._lock = anyio.Lock()  # fair: turns are handed out in the order they were asked for
-
-    async def wait_turn(self) -> None:
-        """Sleep until the next operation is allowed, and take it: the interval to the one after
-        runs from now, so a late wake-up never squeezes the next turn closer."""
-        async with self._lock:
-            # Re-checked after every sleep: a 429 may have arrived meanwhile.
-            while (
-                wait := max(self._last + self.min_interval, self._not_before) - self._clock()
-            ) > 0:
-                await self._sleep(wait)
-            self._previous = self._last
-            self._last = self._clock()
-
-    def refund(self) -> None:
-        """Give back a turn taken but not used, so the next operation need not wait for it."""
-        self._last = self._previous
-
-    def penalize(self, retry_after: float) -> None:
-        """Nothing happens in this chat for `retry_after` seconds (the platform said so)."""
-        self._not_before = max(self._not_before, self._clock() + max(retry_after, 0.0))
-
-    def is_penalized(self) -> bool:
-        return self._clock() < self._not_before
-
-
-class ChatPacers:
-    """One `ChatPacer` per (surface, chat), paced by that surface's `min_edit_interval`. Threads of
-    one chat share it: the platforms count them as the same chat."""
-
-    def __init__(self) -> None:
-        self._pacers: dict[tuple[str, str], ChatPacer] = {}
-
-    def for_chat(self, surface: Surface, key: ConversationKey) -> ChatPacer:
-        chat = (key.surface, key.chat)
-        if chat not in self._pacers:
-            self._pacers[chat] = ChatPacer(surface.capabilities.min_edit_interval)
-        return self._pacers[chat]
 
 
 @dataclass(slots=True)
@@ -197,7 +141,7 @@ class ReplyStream:
                 await self._put(index, text, formatted=formatted)
                 return True
             except RateLimited as exc:
-                self._pacer.penalize(exc.retry_after)  # the next wait_turn waits it out
+                self._pacer.record(exc)  # the next wait_turn waits it out
             except MessageGone:
                 pass  # _put forgot the message; the next attempt sends a new one
             except SendFailed as exc:
@@ -299,7 +243,7 @@ class ReplyStream:
             else:
                 await self._put(index, text)
         except RateLimited as exc:
-            self._pacer.penalize(exc.retry_after)
+            self._pacer.record(exc)
         except MessageGone:
             pass  # sent anew on the next turn
         except SendFailed as exc:
@@ -319,7 +263,7 @@ class ReplyStream:
                     try:
                         await self._surface.typing(self._key)
                     except RateLimited as exc:
-                        self._pacer.penalize(exc.retry_after)
+                        self._pacer.record(exc)
                     except SurfaceError as exc:
                         log.debug("reply to %s: typing failed: %s", self._key, exc)
                 await anyio.sleep(self._typing_interval)

@@ -1,64 +1,39 @@
-"""Which chat surfaces exist and which are configured. The only place `bot/` names adapters;
-each is imported only when configured, so a missing platform SDK breaks only that platform."""
+"""Which chat surfaces exist and which are configured. The only place `bot/` imports surface
+packages: every package under `surfaces/` that exports an `ENTRY` (a `SurfaceEntry`) is a chat
+surface, listed in the order `Settings` declares their sections. An entry builds its adapter
+only when the surface is configured, so a missing platform SDK breaks only that platform."""
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+import pkgutil
 from dataclasses import dataclass
 
-from config import ConfigError, Settings
-from config.settings import SurfaceAccess
+import surfaces
+from config import Settings
 from surfaces.base import Surface
+from surfaces.plugin import SurfaceEntry
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceEntry:
-    name: str
-    label: str
-    module: str  # the package whose create_surface(settings) builds it; "" = not built yet
-    enabled_by: str  # the settings that turn it on, for people
-    is_configured: Callable[[Settings], bool]
+@functools.cache
+def surface_entries() -> tuple[SurfaceEntry, ...]:
+    found = []
+    for package in pkgutil.iter_modules(surfaces.__path__, "surfaces."):
+        if package.ispkg:
+            entry = getattr(importlib.import_module(package.name), "ENTRY", None)
+            if isinstance(entry, SurfaceEntry):
+                found.append(entry)
+    order = list(Settings.model_fields)
+    return tuple(sorted(found, key=lambda entry: order.index(entry.name)))
 
 
-SURFACES: tuple[SurfaceEntry, ...] = (
-    SurfaceEntry(
-        "telegram",
-        "Telegram",
-        "surfaces.telegram",
-        "SWITCHBOARD_TELEGRAM__TOKEN (and SWITCHBOARD_TELEGRAM__ALLOWED_USERS)",
-        lambda settings: bool(settings.telegram.token),
-    ),
-    SurfaceEntry(
-        "slack",
-        "Slack",
-        "surfaces.slack",
-        "SWITCHBOARD_SLACK__BOT_TOKEN with SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
-        "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode), and SWITCHBOARD_SLACK__ALLOWED_USERS",
-        lambda settings: bool(settings.slack.bot_token),
-    ),
-    SurfaceEntry(
-        "discord",
-        "Discord",
-        "surfaces.discord",
-        "SWITCHBOARD_DISCORD__TOKEN (and SWITCHBOARD_DISCORD__ALLOWED_USERS)",
-        lambda settings: bool(settings.discord.token),
-    ),
-)
+def configured_entries(settings: Settings) -> list[SurfaceEntry]:
+    return [entry for entry in surface_entries() if entry.is_configured(settings)]
 
 
 def configured_surfaces(settings: Settings) -> list[Surface]:
-    surfaces: list[Surface] = []
-    for entry in SURFACES:
-        if entry.is_configured(settings):
-            if not entry.module:
-                raise ConfigError(
-                    entry.enabled_by.split()[0],
-                    f"this version of Switchboard has no {entry.label} surface yet",
-                )
-            module = importlib.import_module(entry.module)
-            surfaces.append(module.create_surface(settings))
-    return surfaces
+    return [entry.build(settings) for entry in configured_entries(settings)]
 
 
 def terminal_surface() -> Surface:
@@ -69,7 +44,7 @@ def terminal_surface() -> Surface:
 
 
 def how_to_enable() -> list[str]:
-    return [f"{entry.label}: {entry.enabled_by}" for entry in SURFACES]
+    return [f"{entry.label}: {entry.enabled_by}" for entry in surface_entries()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +62,8 @@ class NobodyAllowed:
 
 
 def surfaces_nobody_can_use(settings: Settings) -> list[NobodyAllowed]:
-    found = []
-    for entry in SURFACES:
-        access: SurfaceAccess = getattr(settings, entry.name)
-        if entry.is_configured(settings) and access.nobody_allowed:
-            found.append(
-                NobodyAllowed(entry.label, f"SWITCHBOARD_{entry.name.upper()}__ALLOWED_USERS")
-            )
-    return found
+    return [
+        NobodyAllowed(entry.label, entry.setting("allowed_users"))
+        for entry in configured_entries(settings)
+        if entry.section(settings).nobody_allowed
+    ]

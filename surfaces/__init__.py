@@ -1,5 +1,38 @@
-"""Platform adapters. Each is one package (`__init__.create_surface`, `adapter.py` — the only file
-that calls the SDK — and `convert.py`, pure conversions) speaking the neutral types of `base.py`."""
+"""Platform adapters speaking the neutral types of `base.py`; they import neither `bot/` nor `acp/`.
+
+A chat surface is one package, `surfaces/<name>/`:
+
+- `__init__.py`: `ENTRY = SurfaceEntry(...)` (`plugin.py`): its name, the settings that turn it
+  on, how to build it from `Settings`, its token shapes for `doctor`; its settings section holds
+  its access lists. It imports no SDK: `build` imports the adapter when called.
+- `adapter.py`: the only module that calls the SDK, plus one module per large subsystem (Telegram
+  live previews, Slack native streams, Discord interaction followups).
+- `convert.py`: pure conversions (platform payloads <-> neutral types, Markdown -> dialect).
+
+The kit, shared by every adapter:
+
+- `lanes.py` `Lanes`: one conversation's events to the bot in order, conversations concurrent.
+- `pacing.py` `Pacing`/`ChatPacer`/`GroupWindow`/`GlobalBudget`: who paces what, and the 429s;
+  a surface's `capabilities.pacing` is shared by the bot and the adapter.
+- `platform_errors.py` `ErrorMap`, `retry_after`: an SDK's exceptions -> `errors.py`, one table.
+- `startup.py` `retry_start_up`: the first call retried over network trouble.
+- `bounded.py` `BoundedMap`: what an adapter remembers, capped.
+- `text.py` `ellipsize`, `escape_angle_brackets`: shortening and escaping.
+- `recovered_faults.py` `RecoveredFaults`: an SDK's noisy retry logs as one WARNING line.
+
+Every adapter has the same shape. Its constructor is `XSurface(settings: XSettings, *, ...)`: the
+settings section first, then keyword-only knobs (intervals, timeouts) whose defaults are the
+production values. Its class then has these sections, in this order, each under a
+`# ---- <section> ---` comment:
+
+1. capabilities: `__init__` (the `SurfaceCapabilities` and its `Pacing`), `render`,
+   `command_menu`;
+2. lifecycle: `run`, `close`, and connecting;
+3. inbound: the SDK's callbacks, turned into `Inbound` (through `Lanes`) and `ChoiceAnswer`;
+4. outbound: `send`, `edit`, `preview`, `typing`;
+5. choices: `ask_choice`, `close_choice`;
+6. helpers: the private calls the sections above share (one platform call, translated and
+   paced)."""
 
 from surfaces.base import (
     Choice,

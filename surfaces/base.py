@@ -3,7 +3,7 @@ speaks these types; it never imports `bot/` or `acp/`.
 
 What a person did arrives as `Inbound` (a message) or `ChoiceAnswer` (a button press); what the bot
 shows goes out through `Surface.send`/`edit`/`ask_choice`. `SurfaceCapabilities` tells the bot how
-to pace, split and render for this platform.
+to split and render for this platform, and carries the surface's pacing (`surfaces.pacing`).
 
 Every text a person or platform gives is made valid Unicode when these types are built
 (`config.valid_text`), so no adapter can let a lone surrogate or a NUL reach the bot."""
@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import anyio.abc
 
 from config import valid_text
+from surfaces.pacing import Pacing
 
 
 def _make_valid(instance: object, *names: str) -> None:
@@ -128,6 +129,13 @@ class SurfaceCapabilities:
     threads: bool = False
     # How people type the bot's commands here; the first is the one shown in help.
     command_prefixes: tuple[str, ...] = ("/",)
+    # The surface's pacing, shared by the bot (turns) and the adapter (calls): see
+    # `surfaces.pacing`. Made from `min_edit_interval` unless the adapter brings its own.
+    pacing: Pacing = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.pacing is None:
+            object.__setattr__(self, "pacing", Pacing(self.min_edit_interval))
 
 
 # Returns once the event is accepted (queued, or answered), not when the reply is done: call it
@@ -171,8 +179,9 @@ class Surface(Protocol):
         allowed_users: Sequence[str],
     ) -> MessageRef: ...
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
-        """Withdraw the buttons and show what happened."""
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
+        """Withdraw the buttons of the choice `ask_choice` showed as `ref` with `prompt`, and
+        show what happened (the prompt is handed back, so no adapter keeps a copy)."""
         ...
 
     async def typing(self, key: ConversationKey) -> None: ...

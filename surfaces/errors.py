@@ -4,7 +4,8 @@ adapter. The bot decides what to do (wait, retry, give up); the adapter only tra
 ::
 
     SurfaceError
-    ├── RateLimited        .retry_after seconds the platform asked us to wait
+    ├── RateLimited        .retry_after seconds the platform asked us to wait; .recorded once
+    │                      a chat's pacer holds the chat back for it (`surfaces.pacing`)
     ├── SendFailed         .transient: worth retrying (network, 5xx) or not (bad request)
     └── MessageGone        the message to edit no longer exists (deleted, too old)
 """
@@ -19,6 +20,9 @@ class SurfaceError(Exception):
 class RateLimited(SurfaceError):
     def __init__(self, retry_after: float) -> None:
         self.retry_after = retry_after
+        # Set by the first pacer that holds the chat back for this 429, so the layers the
+        # exception passes through on its way up do not count it again.
+        self.recorded = False
         super().__init__(f"rate limited; retry after {retry_after:g} s")
 
 

@@ -177,7 +177,7 @@ class ScriptedSurface:
         self.choice_posted.set()
         return ref
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         await self._record(Call("close_choice", outcome, ref.id, ref.key))
 
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:

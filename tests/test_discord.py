@@ -21,8 +21,8 @@ from bot.app import BotApp
 from bot.commands import command_menu
 from config import ConfigError, load_settings
 from surfaces.base import ConversationKey, Inbound
-from surfaces.discord import DiscordSurface, create_surface
-from surfaces.discord.adapter import EDIT, NEW_MESSAGE, _Budget
+from surfaces.discord import create_surface
+from surfaces.discord.adapter import EDIT, NEW_MESSAGE, DiscordSurface
 from surfaces.discord.convert import (
     ZWSP,
     command_payloads,
@@ -33,6 +33,7 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed
+from surfaces.pacing import GlobalBudget
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import COMPONENT, FakeDiscord, Guild, User
@@ -484,7 +485,7 @@ async def test_switchboard_run_serves_discord_and_stops_on_sigterm(
 
 
 async def test_the_global_budget_spaces_all_calls_and_serves_new_messages_before_edits() -> None:
-    budget = _Budget(rate=20.0)  # a slot every 50 ms
+    budget = GlobalBudget(rate=20.0)  # a slot every 50 ms
     order: list[str] = []
 
     async def call(name: str, priority: int) -> None:

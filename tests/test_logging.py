@@ -34,7 +34,7 @@ from bot.logs import (
     secret_values,
 )
 from config import load_settings
-from surfaces.slack import SlackSurface
+from surfaces.slack.adapter import SlackSurface
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client
 from tests.conftest import CliResult, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for

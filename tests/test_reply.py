@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bot.reply import ChatPacer, ChatPacers, open_reply, split_message
+from bot.reply import open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
     ConversationKey,
@@ -21,6 +21,7 @@ from surfaces.base import (
     count_utf16,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed
+from surfaces.pacing import ChatPacer
 from tests.engine_helpers import ScriptedSurface, wait_for
 
 KEY = ConversationKey("test", "chat-1")
@@ -174,10 +175,11 @@ async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_on
 
 
 def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
-    pacers, surface = ChatPacers(), recording_surface()
-    one = pacers.for_chat(surface, ConversationKey("test", "c", "t1"))
-    assert pacers.for_chat(surface, ConversationKey("test", "c", "t2")) is one
-    assert pacers.for_chat(surface, ConversationKey("test", "d")) is not one
+    surface = recording_surface()
+    pacers = surface.capabilities.pacing
+    one = pacers.for_chat(ConversationKey("test", "c", "t1").chat)
+    assert pacers.for_chat(ConversationKey("test", "c", "t2").chat) is one
+    assert pacers.for_chat(ConversationKey("test", "d").chat) is not one
     assert one.min_interval == surface.capabilities.min_edit_interval
 
 

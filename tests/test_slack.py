@@ -21,7 +21,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from config import ConfigError
 from surfaces.base import ConversationKey
-from surfaces.slack import SlackSurface, create_surface
+from surfaces.slack import create_surface
+from surfaces.slack.adapter import SlackSurface
 from surfaces.slack.convert import message_from_event, press_from_payload, render
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for

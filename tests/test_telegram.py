@@ -22,7 +22,7 @@ from bot.commands import command_menu
 from config import Settings, load_settings
 from surfaces.base import ConversationKey
 from surfaces.errors import MessageGone, RateLimited, SendFailed
-from surfaces.telegram import TelegramSurface
+from surfaces.telegram.adapter import TelegramSurface
 from surfaces.telegram.convert import (
     BotIdentity,
     GroupGate,

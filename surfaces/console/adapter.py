@@ -172,7 +172,7 @@ class ConsoleSurface:
         self._ask_for_input()
         return menu.ref
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         self._menus = [menu for menu in self._menus if menu.ref != ref]
         self._block(outcome)
         if not self._menus and (self._pending or self._live):

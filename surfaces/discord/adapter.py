@@ -48,10 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import heapq
-import itertools
 import logging
-import math
 import time
 import warnings
 from collections import OrderedDict, deque
@@ -100,6 +97,7 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.errors import MessageGone, RateLimited, SendFailed
+from surfaces.pacing import GlobalBudget
 from surfaces.recovered_faults import RecoveredFaults, tame
 
 log = logging.getLogger(__name__)
@@ -169,7 +167,6 @@ class _Pending:
 @dataclass(frozen=True, slots=True)
 class _OpenChoice:
     key: ConversationKey
-    prompt: str
     allowed: frozenset[str]
 
 
@@ -216,51 +213,6 @@ def _retry_after(exc: discord.HTTPException) -> float:
         return 1.0
 
 
-class _Budget:
-    """Discord allows a bot about 50 requests a second in all (interaction responses aside), and
-    counts 429s toward a temporary ban. The bot paces each chat; this spaces the whole surface's
-    calls `1/rate` apart, handing slots out by priority (new messages, so the first text shows
-    soon, before edits) and then in order. Typing takes a slot only when one is free at once."""
-
-    def __init__(self, rate: float) -> None:
-        self._interval = 1.0 / rate if rate > 0 else 0.0
-        self._next = -math.inf  # when the next slot is free
-        self._waiting: list[list[Any]] = []  # heap of [priority, order, wake-up event]
-        self._order = itertools.count()
-
-    def take_if_free(self) -> bool:
-        now = time.monotonic()
-        if self._waiting or now < self._next:
-            return False
-        self._next = now + self._interval
-        return True
-
-    async def take(self, priority: int) -> None:
-        if not self._interval:
-            return
-        entry: list[Any] = [priority, next(self._order), anyio.Event()]
-        heapq.heappush(self._waiting, entry)
-        try:
-            while True:
-                if self._waiting[0] is entry:
-                    wait = self._next - time.monotonic()
-                    if wait <= 0:
-                        heapq.heappop(self._waiting)
-                        self._next = max(self._next, time.monotonic()) + self._interval
-                        return
-                    with anyio.move_on_after(wait):
-                        await entry[2].wait()
-                else:
-                    await entry[2].wait()
-                entry[2] = anyio.Event()
-        finally:
-            if entry in self._waiting:  # cancelled while waiting
-                self._waiting.remove(entry)
-                heapq.heapify(self._waiting)
-            if self._waiting:
-                self._waiting[0][2].set()  # the next in line checks its turn
-
-
 class DiscordSurface:
     name = NAME
 
@@ -283,7 +235,7 @@ class DiscordSurface:
             command_prefixes=("!", "/"),
         )
         self._guild_ready_timeout = guild_ready_timeout
-        self._budget = _Budget(global_rate)
+        self._budget = GlobalBudget(global_rate)  # the whole bot's requests a second
         # Everyone the bot may answer: used only to give strangers nothing (no thread, no ack);
         # the bot's access policy decides everything else.
         self._known = frozenset([*settings.allowed_users, *settings.approvers, *settings.admins])
@@ -777,12 +729,12 @@ class DiscordSurface:
         await self._budget.take(NEW_MESSAGE)
         with _translated():
             message = await channel.send(content, view=view, allowed_mentions=NO_MENTIONS)
-        self._choices[message.id] = _OpenChoice(key, content, frozenset(allowed_users))
+        self._choices[message.id] = _OpenChoice(key, frozenset(allowed_users))
         return MessageRef(key, str(message.id))
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
-        opened = self._choices.pop(int(ref.id), None)
-        content = closed_choice_text(opened.prompt if opened is not None else "", outcome)
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
+        self._choices.pop(int(ref.id), None)  # no more presses to check
+        content = closed_choice_text(fit(plain(prompt)), outcome)
         message = self._messageable(ref.key).get_partial_message(int(ref.id))
         await self._budget.take(NEW_MESSAGE)  # an approval's outcome: as urgent as a message
         with _translated(editing=True):

@@ -3,13 +3,21 @@ HTTP mode (a signing secret)."""
 
 from __future__ import annotations
 
-from config import Settings
-from surfaces.slack.adapter import SlackSurface
+import re
+from typing import TYPE_CHECKING
 
-__all__ = ["SlackSurface", "create_surface"]
+from config import Settings
+from surfaces.plugin import SurfaceEntry, TokenShape
+
+if TYPE_CHECKING:
+    from surfaces.slack.adapter import SlackSurface
+
+__all__ = ["ENTRY", "create_surface"]
 
 
 def create_surface(settings: Settings) -> SlackSurface:
+    from surfaces.slack.adapter import SlackSurface
+
     slack = settings.slack
     return SlackSurface(
         bot_token=slack.bot_token,
@@ -19,3 +27,17 @@ def create_surface(settings: Settings) -> SlackSurface:
         listen=slack.listen,
         port=slack.port,
     )
+
+
+ENTRY = SurfaceEntry(
+    name="slack",
+    label="Slack",
+    enabled_by="SWITCHBOARD_SLACK__BOT_TOKEN with SWITCHBOARD_SLACK__APP_TOKEN (Socket Mode) or "
+    "SWITCHBOARD_SLACK__SIGNING_SECRET (HTTP mode), and SWITCHBOARD_SLACK__ALLOWED_USERS",
+    is_configured=lambda settings: bool(settings.slack.bot_token),
+    build=create_surface,
+    tokens=(
+        TokenShape("bot_token", "Slack bot", re.compile(r"^xoxb-[A-Za-z0-9-]{10,}$"), "xoxb-..."),
+        TokenShape("app_token", "Slack app", re.compile(r"^xapp-[A-Za-z0-9-]{10,}$"), "xapp-..."),
+    ),
+)

@@ -37,7 +37,7 @@ what to show; we show it with Slack's native streams where we can, else with
   falls back to `chat.postMessage`).
 
 Every call for a channel, whoever makes it (a reply, a stopped stream, an approval prompt, an
-ephemeral notice), passes one gate per channel (`surfaces.call_gate`) that starts it at least
+ephemeral notice), passes the channel's pacer (`surfaces.pacing`) that starts it at least
 `min_edit_interval` after the previous one was answered (Slack counts calls as they arrive, so a
 slow request must not squeeze the next one closer) and holds them all back after a 429 for its
 `Retry-After`; Slack limits posting per channel. The SDK's
@@ -84,7 +84,6 @@ from surfaces.base import (
     SurfaceCapabilities,
     UserRef,
 )
-from surfaces.call_gate import CallGate
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
@@ -259,7 +258,7 @@ class SlackSurface:
             threads=True,
             command_prefixes=("!", "/"),
         )
-        self._gate: CallGate[str] = CallGate(min_edit_interval)  # every call, per channel
+        self._pacing = self.capabilities.pacing  # every call, per channel
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._bot_user_id = ""
@@ -272,7 +271,6 @@ class SlackSurface:
         self._posted = _Bounded(_REMEMBERED)  # ts -> _Posted
         self._streams: dict[str, _Posted] = {}  # ts -> _Posted, while streaming
         self._sources = _Bounded(_RENDERS)  # render() output -> its Markdown
-        self._prompts = _Bounded(1000)  # choice message ts -> prompt
         self.bound_port: int | None = None  # HTTP mode, once listening
         self.handed_over = 0  # events the bot has taken (accepted or refused), for tests
 
@@ -305,14 +303,11 @@ class SlackSurface:
         **kwargs: Any,
     ) -> AsyncSlackResponse:
         """One call for channel `gate`, through its gate, with Slack's failures translated."""
-        async with self._gate.call(gate):
+        async with self._pacing.call(gate):  # which records a 429 for the channel
             try:
                 return await method(**kwargs)
             except SlackApiError as exc:
-                error = _translate(exc)
-                if isinstance(error, RateLimited):
-                    self._gate.penalize(gate, error.retry_after)
-                raise error from exc
+                raise _translate(exc) from exc
             except SlackClientError as exc:
                 raise SendFailed(f"Slack client error: {exc}", transient=False) from exc
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -542,12 +537,9 @@ class SlackSurface:
             unfurl_links=False,
             unfurl_media=False,
         )
-        ts = str(response["ts"])
-        self._prompts.remember(ts, prompt)
-        return MessageRef(key, ts)
+        return MessageRef(key, str(response["ts"]))
 
-    async def close_choice(self, ref: MessageRef, outcome: str) -> None:
-        prompt = self._prompts.pop(ref.id, "")
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         await self._call(
             ref.key.chat,
             self._web().chat_update,

@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from surfaces.base import ConversationKey, Inbound, UserRef
+from surfaces.text import escape_angle_brackets
 
 SURFACE = "telegram"
 MAX_CALLBACK_DATA = 64  # bytes (Bot API)
@@ -197,12 +198,8 @@ def fits_callback_data(token: str) -> bool:
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _attribute(text: str) -> str:
-    return escape(text).replace('"', "&quot;")
+    return escape_angle_brackets(text).replace('"', "&quot;")
 
 
 def markdown_to_html(markdown: str) -> str:
@@ -238,7 +235,7 @@ class _HtmlRenderer:
             if kind in ("paragraph_open", "html_block"):
                 self._open_block()
                 if kind == "html_block":
-                    self.out.append(escape(token.content.rstrip("\n")))
+                    self.out.append(escape_angle_brackets(token.content.rstrip("\n")))
             elif kind == "heading_open":
                 self._open_block()
                 self.out.append("<b>")
@@ -284,7 +281,7 @@ class _HtmlRenderer:
             index += 1
 
     def _code_block(self, token: Token) -> None:
-        code = escape(token.content.rstrip("\n"))
+        code = escape_angle_brackets(token.content.rstrip("\n"))
         if self.quotes:  # no pre inside a quote
             self.out.append(code)
             return
@@ -315,7 +312,7 @@ class _HtmlRenderer:
         if len(lines) > 1:
             lines.insert(1, "-+-".join("-" * width for width in widths))
         self._open_block()
-        text = escape("\n".join(lines))
+        text = escape_angle_brackets("\n".join(lines))
         self.out.append(text if self.quotes else f"<pre>{text}</pre>")
         return index
 
@@ -324,11 +321,11 @@ class _HtmlRenderer:
         for token in children:
             kind = token.type
             if kind == "text" or kind == "html_inline":
-                self.out.append(escape(token.content))
+                self.out.append(escape_angle_brackets(token.content))
             elif kind in ("softbreak", "hardbreak"):
                 self.out.append("\n")
             elif kind == "code_inline":
-                self.out.append(f"<code>{escape(token.content)}</code>")
+                self.out.append(f"<code>{escape_angle_brackets(token.content)}</code>")
             elif kind in _INLINE_TAGS:
                 self.out.append(_INLINE_TAGS[kind])
             elif kind == "link_open":
@@ -344,11 +341,11 @@ class _HtmlRenderer:
                 src = str(token.attrGet("src") or "")
                 alt = token.content or src
                 if src.lower().startswith(_LINK_SCHEMES):
-                    self.out.append(f'<a href="{_attribute(src)}">{escape(alt)}</a>')
+                    self.out.append(f'<a href="{_attribute(src)}">{escape_angle_brackets(alt)}</a>')
                 else:
-                    self.out.append(escape(alt))
+                    self.out.append(escape_angle_brackets(alt))
             elif token.content:
-                self.out.append(escape(token.content))
+                self.out.append(escape_angle_brackets(token.content))
 
 
 _INLINE_TAGS = {

@@ -1,4 +1,5 @@
-"""The per-key call gate the Telegram and Slack surfaces share (surfaces/call_gate.py)."""
+"""A surface's pacing (surfaces/pacing.py): the per-chat call gate the adapters wrap their calls
+in, and a 429 recorded once however many layers it passes through."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import time
 import anyio
 import pytest
 
-from surfaces.call_gate import CallGate
+from surfaces.errors import RateLimited
+from surfaces.pacing import Pacing
 
 pytestmark = pytest.mark.anyio
 
@@ -15,7 +17,7 @@ INTERVAL = 0.05
 
 
 async def test_the_next_call_starts_an_interval_after_the_previous_one_finished() -> None:
-    gate: CallGate[str] = CallGate(INTERVAL)
+    gate = Pacing(INTERVAL)
     finished: list[float] = []
     started: list[float] = []
 
@@ -34,7 +36,7 @@ async def test_the_next_call_starts_an_interval_after_the_previous_one_finished(
 
 
 async def test_a_penalty_holds_back_callers_already_queued() -> None:
-    gate: CallGate[str] = CallGate(0.0)
+    gate = Pacing(0.0)
     penalty = 4 * INTERVAL
     penalized_at = 0.0
     started: list[float] = []
@@ -63,7 +65,7 @@ async def test_a_penalty_holds_back_callers_already_queued() -> None:
 
 
 async def test_keys_do_not_wait_for_each_other() -> None:
-    gate: CallGate[int] = CallGate(10.0)  # a second call on the same key would take 10 s
+    gate = Pacing(10.0)  # a second call on the same key would take 10 s
     with anyio.fail_after(5):
         for chat in range(5):
             async with gate.call(chat):
@@ -74,7 +76,7 @@ async def test_keys_do_not_wait_for_each_other() -> None:
 
 
 async def test_an_exception_in_the_call_still_spaces_the_next_one() -> None:
-    gate: CallGate[str] = CallGate(INTERVAL)
+    gate = Pacing(INTERVAL)
     with pytest.raises(RuntimeError):
         async with gate.call("chat"):
             failed_at = time.monotonic()
@@ -84,7 +86,7 @@ async def test_an_exception_in_the_call_still_spaces_the_next_one() -> None:
 
 
 async def test_pruning_forgets_idle_keys_but_not_busy_or_penalized_ones() -> None:
-    gate: CallGate[str] = CallGate(0.0)
+    gate = Pacing(0.0)
     async with gate.call("idle"):
         pass
     gate.penalize("penalized", 10.0)
@@ -96,7 +98,7 @@ async def test_pruning_forgets_idle_keys_but_not_busy_or_penalized_ones() -> Non
 
 
 async def test_calls_prune_the_gate_by_themselves_every_so_often() -> None:
-    gate: CallGate[int] = CallGate(0.0, prune_every=INTERVAL)
+    gate = Pacing(0.0, prune_every=INTERVAL)
     for chat in range(10):
         async with gate.call(chat):
             pass
@@ -104,3 +106,19 @@ async def test_calls_prune_the_gate_by_themselves_every_so_often() -> None:
     async with gate.call(-1):
         pass
     assert len(gate) == 1
+
+
+async def test_a_429_raised_in_a_call_is_recorded_once_for_the_whole_chat() -> None:
+    gate = Pacing(0.0)
+    pacer = gate.for_chat("chat")
+    with pytest.raises(RateLimited) as limited:
+        async with gate.call("chat"):
+            raise RateLimited(0.2)
+    assert limited.value.recorded and pacer.is_penalized()
+    before = pacer._not_before
+    await anyio.sleep(0.01)
+    pacer.record(limited.value)  # the bot's reply stream sees the same 429 on its way up
+    assert pacer._not_before == before
+    begun = time.monotonic()
+    await pacer.wait_turn()  # the bot's turns wait for it too
+    assert time.monotonic() - begun >= 0.15

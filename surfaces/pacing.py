@@ -1,0 +1,269 @@
+"""Pacing: how often the bot may call a platform, all in one place.
+
+Rate-limit state lives where the calls are made, so it lives here, in the surface layer, and the
+bot borrows it: every surface's `capabilities.pacing` is one `Pacing`, and a chat's `ChatPacer`
+is the same object for the bot's reply stream and for the adapter's platform calls.
+
+Who paces what:
+
+- **Per chat, the starts of calls** (`ChatPacer.wait_turn`): the bot's reply stream takes a turn
+  before each send, edit or preview of a chat's messages, at least `min_interval` apart
+  (the surface's `min_edit_interval`). Threads of one chat share it: platforms count them as
+  one chat. Unused turns are given back (`refund`).
+- **Per chat, the arrivals of calls** (`ChatPacer.call` / `Pacing.call`): the adapter wraps each
+  platform call that posts or changes a message. Platforms count calls as they arrive, and a
+  call that waited longer on the way (a connection queue, a busy loop, a slow request) would
+  otherwise arrive right behind the one before; only a finished call is known to have arrived,
+  so one call runs at a time per chat and each starts `min_interval` after the previous ended.
+- **Per group, a window** (`GroupWindow`, Telegram's 20 messages a minute in a group): calls are
+  counted over the last minute; the optional ones (live previews) ask `preview_wait` first.
+- **Per surface, a global budget** (`GlobalBudget`, Discord's ~50 requests a second for the whole
+  bot): calls take a slot, by priority and then in order.
+
+A 429 holds the whole chat back, not one request: every turn and every call of that chat (those
+already waiting included) waits until its `retry_after` has passed. It is recorded once, by the
+first pacer that sees the `RateLimited` (the adapter's `call`, where the call was made, or the
+bot's reply stream for a surface that paces nothing itself): `ChatPacer.record` marks it.
+
+Chats with nothing queued and nothing left to wait for are forgotten (`Pacing.prune`, also run by
+`call` itself every `prune_every` seconds); a forgotten chat behaves exactly like a new one."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+
+from surfaces.errors import RateLimited
+
+__all__ = ["ChatPacer", "GlobalBudget", "GroupWindow", "Pacing"]
+
+WINDOW = 60.0  # seconds a GroupWindow counts calls over
+
+
+class GroupWindow:
+    """Calls that posted or changed messages in one group over the last minute, so optional calls
+    (previews) keep the group under its budget: at most `per_minute` a minute, `interval` apart."""
+
+    def __init__(self, interval: float, per_minute: int) -> None:
+        self.interval = interval
+        self.per_minute = per_minute
+        self.calls: deque[float] = deque()
+
+    def record(self, now: float) -> None:
+        self.calls.append(now)
+
+    def preview_wait(self, now: float) -> float:
+        """Seconds until an optional call may be made (<= 0: now)."""
+        self._forget_before(now - WINDOW)
+        if not self.calls:
+            return 0.0
+        ready = self.calls[-1] + self.interval
+        if len(self.calls) >= self.per_minute:
+            ready = max(ready, self.calls[-self.per_minute] + WINDOW)
+        return ready - now
+
+    def is_idle(self, now: float) -> bool:
+        self._forget_before(now - WINDOW)
+        return not self.calls
+
+    def _forget_before(self, moment: float) -> None:
+        while self.calls and self.calls[0] <= moment:
+            self.calls.popleft()
+
+
+class ChatPacer:
+    """One chat's pacing: turns for the bot (`wait_turn`), one platform call at a time for the
+    adapter (`call`), and the penalty of a 429 holding both back."""
+
+    def __init__(
+        self,
+        min_interval: float,
+        *,
+        window: GroupWindow | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.min_interval = min_interval
+        self.window = window  # the group's minute, for chats that have one
+        self._clock = clock
+        self._sleep = sleep
+        self._last = -math.inf  # when the latest turn was handed out
+        self._previous = -math.inf
+        self._not_before = -math.inf  # a 429's penalty runs until then
+        self._turns = anyio.Lock()  # fair: turns are handed out in the order they were asked for
+        self._calls = anyio.Lock()  # one platform call at a time
+        self._ready = -math.inf  # no call may start before this: the previous one ended
+        self._users = 0  # callers waiting for a turn or inside `call`
+
+    # -- the bot's turns -----------------------------------------------------------------------
+
+    async def wait_turn(self) -> None:
+        """Sleep until the next operation is allowed, and take it: the interval to the one after
+        runs from now, so a late wake-up never squeezes the next turn closer."""
+        self._users += 1
+        try:
+            async with self._turns:
+                # Re-checked after every sleep: a 429 may have arrived meanwhile.
+                while (
+                    wait := max(self._last + self.min_interval, self._not_before) - self._clock()
+                ) > 0:
+                    await self._sleep(wait)
+                self._previous = self._last
+                self._last = self._clock()
+        finally:
+            self._users -= 1
+
+    def refund(self) -> None:
+        """Give back a turn taken but not used, so the next operation need not wait for it."""
+        self._last = self._previous
+
+    # -- the adapter's calls -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        """Wait for this chat's turn to call the platform, then run the body (the call); when it
+        ends, by returning or raising, the next call may start `min_interval` later. A 429 the
+        body raises is recorded. A caller cancelled while waiting leaves no trace."""
+        self._users += 1
+        try:
+            async with self._calls:
+                while (delay := max(self._ready, self._not_before) - self._clock()) > 0:
+                    await self._sleep(delay)
+                if self.window is not None:
+                    self.window.record(self._clock())
+                try:
+                    yield
+                except RateLimited as limited:
+                    self.record(limited)
+                    raise
+                finally:
+                    self._ready = max(self._ready, self._clock() + self.min_interval)
+        finally:
+            self._users -= 1
+
+    # -- 429s ----------------------------------------------------------------------------------
+
+    def record(self, limited: RateLimited) -> None:
+        """Hold the chat back for a 429, unless a pacer already did for this one."""
+        if not limited.recorded:
+            limited.recorded = True
+            self.penalize(limited.retry_after)
+
+    def penalize(self, retry_after: float) -> None:
+        """Nothing happens in this chat for `retry_after` seconds (the platform said so)."""
+        self._not_before = max(self._not_before, self._clock() + max(retry_after, 0.0))
+
+    def is_penalized(self) -> bool:
+        return self._clock() < self._not_before
+
+    def is_idle(self) -> bool:
+        """Nobody waiting and nothing left to wait for: a new pacer would behave the same."""
+        now = self._clock()
+        return (
+            self._users == 0
+            and max(self._ready, self._not_before, self._last + self.min_interval) <= now
+            and (self.window is None or self.window.is_idle(now))
+        )
+
+
+class Pacing:
+    """The `ChatPacer` of every chat of one surface, made on first use and forgotten when idle.
+    `group_window(chat)` gives the chats that have a per-group window theirs (None: none)."""
+
+    def __init__(
+        self,
+        interval: float,
+        *,
+        prune_every: float = 60.0,
+        group_window: Callable[[str], GroupWindow | None] | None = None,
+    ) -> None:
+        self.interval = interval
+        self._prune_every = prune_every
+        self._group_window = group_window
+        self._chats: dict[str, ChatPacer] = {}
+        self._next_prune = time.monotonic() + prune_every
+
+    def __len__(self) -> int:
+        """How many chats are remembered."""
+        return len(self._chats)
+
+    def for_chat(self, chat: str) -> ChatPacer:
+        """The chat's pacer (`ConversationKey.chat`: threads of a chat share it)."""
+        pacer = self._chats.get(chat)
+        if pacer is None:
+            window = self._group_window(chat) if self._group_window is not None else None
+            pacer = self._chats[chat] = ChatPacer(self.interval, window=window)
+        return pacer
+
+    def call(self, chat: str) -> AbstractAsyncContextManager[None]:
+        """`async with pacing.call(chat):` around one platform call (see `ChatPacer.call`)."""
+        if time.monotonic() >= self._next_prune:
+            self.prune()
+        return self.for_chat(chat).call()
+
+    def penalize(self, chat: str, seconds: float) -> None:
+        """Hold every call and turn of `chat` back for `seconds` from now."""
+        self.for_chat(chat).penalize(seconds)
+
+    def preview_wait(self, chat: str) -> float:
+        """Seconds until an optional call may be made in `chat` (0 without a group window)."""
+        window = self.for_chat(chat).window
+        return 0.0 if window is None else window.preview_wait(time.monotonic())
+
+    def prune(self) -> None:
+        """Forget the chats whose pacers are idle: they are as good as new."""
+        self._next_prune = time.monotonic() + self._prune_every
+        for chat in [chat for chat, pacer in self._chats.items() if pacer.is_idle()]:
+            del self._chats[chat]
+
+
+class GlobalBudget:
+    """A budget for a whole surface: calls `1/rate` seconds apart, slots handed out by priority
+    (lower first: new messages, so the first text shows soon, before edits) and then in order.
+    `take_if_free` is for calls worth making only when a slot is free at once (typing)."""
+
+    def __init__(self, rate: float) -> None:
+        self._interval = 1.0 / rate if rate > 0 else 0.0
+        self._next = -math.inf  # when the next slot is free
+        self._waiting: list[list[Any]] = []  # heap of [priority, order, wake-up event]
+        self._order = itertools.count()
+
+    def take_if_free(self) -> bool:
+        now = time.monotonic()
+        if self._waiting or now < self._next:
+            return False
+        self._next = now + self._interval
+        return True
+
+    async def take(self, priority: int) -> None:
+        if not self._interval:
+            return
+        entry: list[Any] = [priority, next(self._order), anyio.Event()]
+        heapq.heappush(self._waiting, entry)
+        try:
+            while True:
+                if self._waiting[0] is entry:
+                    wait = self._next - time.monotonic()
+                    if wait <= 0:
+                        heapq.heappop(self._waiting)
+                        self._next = max(self._next, time.monotonic()) + self._interval
+                        return
+                    with anyio.move_on_after(wait):
+                        await entry[2].wait()
+                else:
+                    await entry[2].wait()
+                entry[2] = anyio.Event()
+        finally:
+            if entry in self._waiting:  # cancelled while waiting
+                self._waiting.remove(entry)
+                heapq.heapify(self._waiting)
+            if self._waiting:
+                self._waiting[0][2].set()  # the next in line checks its turn

@@ -1,0 +1,100 @@
+"""python-telegram-bot's exceptions -> the surface's (`surfaces.errors`), in one table.
+
+429 -> RateLimited; a blocked bot (403), a bad request, a migrated group or a rejected token ->
+SendFailed(transient=False); network trouble (timeouts, refused connections, 5xx) ->
+SendFailed(transient=True); a message that is gone -> MessageGone. Two refusals get classes of
+their own because the adapter answers them itself: "message is not modified" is success, and
+HTML that Telegram cannot parse is sent again as plain text."""
+
+from __future__ import annotations
+
+import logging
+
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+
+from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.platform_errors import ErrorMap, retry_after
+
+__all__ = ["BOT_API", "NotModified", "Rejected", "Unparsable", "log_polling_fault", "unreachable"]
+
+log = logging.getLogger(__name__)
+
+
+class Rejected(SendFailed):
+    """A 400: this request will never work as it is."""
+
+
+class Unparsable(Rejected):
+    """Telegram could not parse the HTML."""
+
+
+class NotModified(Rejected):
+    """The edit would not change the message."""
+
+
+def _bad_request(exc: BadRequest) -> SurfaceError:
+    text = exc.message
+    lowered = text.lower()
+    if "not modified" in lowered:
+        return NotModified(text, transient=False)
+    if "can't parse entities" in lowered or "can't find end tag" in lowered:
+        return Unparsable(text, transient=False)
+    if "message to edit not found" in lowered or "message can't be edited" in lowered:
+        return MessageGone(text)
+    return Rejected(f"Telegram refused the request: {text}", transient=False)
+
+
+BOT_API = ErrorMap(
+    [
+        (RetryAfter, lambda exc: RateLimited(retry_after(exc.retry_after))),
+        (BadRequest, _bad_request),
+        (
+            EndPointNotFound,
+            lambda exc: Rejected(f"the Bot API has no such method: {exc.message}", transient=False),
+        ),
+        (Forbidden, lambda exc: SendFailed(f"Telegram refused: {exc.message}", transient=False)),
+        (
+            ChatMigrated,
+            lambda exc: SendFailed(
+                f"the group is now a supergroup with id {exc.new_chat_id}", transient=False
+            ),
+        ),
+        (
+            InvalidToken,
+            lambda exc: SendFailed(f"Telegram rejected the token: {exc.message}", transient=False),
+        ),
+        (
+            NetworkError,  # timeouts, refused connections, 5xx
+            lambda exc: SendFailed(
+                f"network error talking to Telegram: {exc.message}", transient=True
+            ),
+        ),
+        (TelegramError, lambda exc: SendFailed(f"Telegram error: {exc.message}", transient=False)),
+    ]
+)
+
+
+def unreachable(exc: Exception) -> str | None:
+    """Why connecting is worth another try (network trouble), for `retry_start_up`."""
+    if isinstance(exc, NetworkError):
+        return f"cannot reach the Bot API ({exc.message})"
+    return None
+
+
+def log_polling_fault(exc: TelegramError) -> None:
+    """PTB retries polling by itself. A dropped connection or a 5xx is routine and gets one
+    line; anything else (a conflict, a refusal) may need a person and keeps its traceback.
+    (PTB's default logs every fault as an ERROR with a traceback.)"""
+    if isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
+        log.warning("telegram: polling for updates failed (%s); retrying", exc.message)
+    else:
+        log.error("telegram: polling for updates failed: %s", exc.message, exc_info=exc)
