@@ -1,5 +1,5 @@
 """The Discord surface on discord.py. With `gateway.py` (the client and its start-up),
-`followups.py` (interactions: slash commands answered by followups), `places.py` (where
+`interactions.py` (slash commands answered by followups, buttons), `places.py` (where
 conversations live) and `errors.py`, the only code that imports `discord`.
 
 Conversations: a DM is one; in a guild, a mention in a channel the bot serves opens a thread, and
@@ -8,14 +8,10 @@ message, logging them once), and no interaction answer: strangers get silence.
 
 Order: events of one conversation are handed to the bot one at a time, in arrival order, each
 conversation in its own lane (`surfaces.lanes`); a slash command waits in its lane until it is
-acknowledged (`followups.py`). Button presses skip the lanes: they must be answered at once.
+acknowledged (`interactions.py`). Button presses skip the lanes: they must be answered at once.
 
-Approvals: buttons in a view whose custom ids are the bot's one-time tokens. discord.py's view
-store is not used (the view is stopped before sending): every press arrives in `on_interaction`,
-also after a restart, and goes to the bot as a `ChoiceAnswer`. A press by someone the choice
-does not name is answered with an ephemeral notice (the bot's refusal text, or ours if it says
-nothing); a press by someone it names is acknowledged silently and the bot's outcome edits the
-message, removing the buttons.
+Approvals: buttons whose presses come to `on_interaction` and go to the bot as a `ChoiceAnswer`
+(`interactions.py`); the bot's outcome edits the message, removing the buttons.
 
 Rate limits: the bot paces each chat (`min_edit_interval`, about one call a second, Discord's
 per-channel budget); discord.py follows the `X-RateLimit-*` headers of each bucket; and a
@@ -52,9 +48,7 @@ from surfaces.base import (
     UserRef,
 )
 from surfaces.discord.convert import (
-    MAX_BUTTONS,
     MAX_CHARS,
-    button_label,
     closed_choice_text,
     command_text,
     fit,
@@ -66,7 +60,6 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.discord.errors import EDITS, REST, SDK_FAILURES
-from surfaces.discord.followups import Followup, Interactions, answering, current_followup
 from surfaces.discord.gateway import (
     NO_MENTIONS,
     build_client,
@@ -75,6 +68,14 @@ from surfaces.discord.gateway import (
     stay_connected,
     sync_commands,
     tame_reconnect_logs,
+)
+from surfaces.discord.interactions import (
+    Followup,
+    Interactions,
+    Notify,
+    answering,
+    buttons,
+    current_followup,
 )
 from surfaces.discord.places import NAME, Places, conversation_key
 from surfaces.errors import SendFailed
@@ -85,16 +86,10 @@ log = logging.getLogger(__name__)
 
 COMMAND_SYNC_TIMEOUT = 10.0
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
-NOT_YOURS = "This choice is not yours to answer."
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
 NEW_MESSAGE, EDIT = 0, 1  # priorities for the global budget
 # Why a thread may not open (ValueError: a name discord.py refuses); the channel answers instead.
 _THREAD_FAILURES: tuple[type[Exception], ...] = (*SDK_FAILURES, ValueError)
-_STYLES = {
-    "primary": discord.ButtonStyle.primary,
-    "danger": discord.ButtonStyle.danger,
-    "default": discord.ButtonStyle.secondary,
-}
 
 
 @dataclass(eq=False)
@@ -177,8 +172,6 @@ class DiscordSurface:
             self.settings,
             guild_ready_timeout=self._guild_ready_timeout,
             handlers={
-                "on_ready": self._on_ready,
-                "on_resumed": self._on_resumed,
                 "on_message": self._on_message,
                 "on_interaction": self._on_interaction,
             },
@@ -215,13 +208,6 @@ class DiscordSurface:
     def is_ready(self) -> bool:
         """Connected, with the guilds loaded."""
         return self._client is not None and self._client.is_ready()
-
-    async def _on_ready(self) -> None:
-        client = self._client
-        log.info("connected to Discord as %s", client.user if client else "?")
-
-    async def _on_resumed(self) -> None:
-        log.info("Discord gateway session resumed")
 
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_message(self, message: discord.Message) -> None:
@@ -319,19 +305,11 @@ class DiscordSurface:
             await self._hand_over(ChoiceAnswer(key, who, token, event_id))  # dropped, silently
             return
         theirs = opened is None or who.id in opened.allowed
-        told = False
 
-        async def notify(text: str) -> None:
-            nonlocal told
-            told = True
-            await self._interactions.tell(interaction, text)
+        async def answer(notify: Notify) -> None:
+            await self._hand_over(ChoiceAnswer(key, who, token, event_id, notify))
 
-        # Someone the choice names: acknowledged silently, the outcome edits the message.
-        # Anyone else: an ephemeral "thinking…" that the notice below replaces.
-        await self._interactions.acknowledge_press(interaction, thinking=not theirs)
-        await self._hand_over(ChoiceAnswer(key, who, token, event_id, notify))
-        if not theirs and not told:
-            await notify(NOT_YOURS)
+        await self._interactions.take_press(interaction, answer, theirs=theirs)
 
     def _enqueue(self, event: Inbound, followup: Followup | None = None) -> _Pending:
         """File `event` in its conversation's lane (dropped when not running); a followup's
@@ -399,18 +377,7 @@ class DiscordSurface:
         allowed_users: Sequence[str],
     ) -> MessageRef:
         content = fit(plain(prompt))
-        view = discord.ui.View(timeout=None)
-        if len(choices) > MAX_BUTTONS:
-            log.warning("showing %d of %d options as buttons", MAX_BUTTONS, len(choices))
-        for choice in choices[:MAX_BUTTONS]:
-            view.add_item(
-                discord.ui.Button(
-                    label=button_label(choice.label),
-                    custom_id=choice.token,
-                    style=_STYLES.get(choice.style, discord.ButtonStyle.secondary),
-                )
-            )
-        view.stop()  # presses come to on_interaction, not to discord.py's view store
+        view = buttons(choices)
         channel = self._messageable(key)
         await self._budget.take(NEW_MESSAGE)
         message = await REST.call(channel.send(content, view=view, allowed_mentions=NO_MENTIONS))

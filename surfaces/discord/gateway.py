@@ -10,7 +10,7 @@ turned into one WARNING line each (`tame_reconnect_logs`).
 
 Pointing at other endpoints (tests): `api_url` and `gateway_url` are applied per client, by
 rebasing each request's URL in this client's HTTP object (`rebase`; the interaction webhooks do
-the same in `followups.py`), and by sending the first gateway connection to `gateway_url` (a
+the same in `interactions.py`), and by sending the first gateway connection to `gateway_url` (a
 resume goes where READY said, untouched)."""
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def rebase(url: str, base: str) -> str:
 def build_client(
     settings: DiscordSettings, *, guild_ready_timeout: float, handlers: dict[str, Handler]
 ) -> discord.Client:
-    """A client for `settings`, its events (`on_message`, ...) going to `handlers`."""
+    """A client for `settings`, its events (`on_message`, ...) going to `handlers`; it logs
+    its connections itself."""
     # Voice is never used: no start-up warnings about its optional libraries.
     discord.VoiceClient.warn_nacl = False
     discord.VoiceClient.warn_dave = False
@@ -102,7 +103,14 @@ def build_client(
     else:
         client = discord.Client(**options)
     _point_at_endpoints(client, settings)
-    for name, handler in handlers.items():
+
+    async def on_ready() -> None:
+        log.info("connected to Discord as %s", client.user)
+
+    async def on_resumed() -> None:
+        log.info("Discord gateway session resumed")
+
+    for name, handler in {"on_ready": on_ready, "on_resumed": on_resumed, **handlers}.items():
         setattr(client, name, handler)  # discord.py looks the events up by name
     return client
 

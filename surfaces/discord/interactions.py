@@ -1,5 +1,5 @@
-"""Discord interactions: slash commands deferred at once and answered by followups, button presses
-acknowledged, and notices only the person who pressed sees.
+"""Discord interactions: slash commands deferred at once and answered by followups, approval
+buttons and their presses, and notices only the person who pressed sees.
 
 Discord wants every interaction acknowledged within 3 seconds, or it refuses the token. A slash
 command is acknowledged at once with a deferred ("thinking…") response, ephemeral for /status,
@@ -13,6 +13,12 @@ takes it, later ones go to the channel. Edits of a followup go through the inter
 A followup that cannot be sent (the token expired after 15 minutes) falls back to an ordinary
 message.
 
+A press on an approval's buttons by someone the choice names is acknowledged silently (the bot's
+outcome edits the message); anyone else's gets an ephemeral "thinking…" that a notice replaces:
+the bot's refusal text, or ours if it says nothing (`take_press`). The buttons' custom ids are
+the bot's one-time tokens, and discord.py's view store is not used (the view is stopped before
+sending): every press arrives in `on_interaction`, also after a restart.
+
 discord.py makes interaction responses and followups through a webhook adapter it keeps in a
 context variable; pointed at another API (tests), `webhook_calls` sets a rebased one around each
 of this surface's calls."""
@@ -24,7 +30,7 @@ import contextvars
 import logging
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,14 +44,22 @@ with warnings.catch_warnings():
     from discord.http import Route
     from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
-from surfaces.base import ConversationKey, MessageRef
+from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
-from surfaces.discord.convert import fit, plain
+from surfaces.discord.convert import MAX_BUTTONS, button_label, fit, plain
 from surfaces.discord.errors import EDITS, NETWORK_ERRORS, SDK_FAILURES
 from surfaces.discord.gateway import NO_MENTIONS, rebase
 from surfaces.errors import SendFailed
 
-__all__ = ["ACK_DEADLINE", "Followup", "Interactions", "answering", "current_followup"]
+__all__ = [
+    "ACK_DEADLINE",
+    "Followup",
+    "Interactions",
+    "Notify",
+    "answering",
+    "buttons",
+    "current_followup",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +69,14 @@ FOLLOWUP_TTL = 14 * 60.0  # interaction tokens last 15 minutes
 # (far above what 14 minutes bring) only keeps a flood from growing the map without end.
 FOLLOWUPS_REMEMBERED = 10_000
 NOT_HERE = "Switchboard does not answer in this channel; use a DM or a channel it serves."
+NOT_YOURS = "This choice is not yours to answer."
+_STYLES = {
+    "primary": discord.ButtonStyle.primary,
+    "danger": discord.ButtonStyle.danger,
+    "default": discord.ButtonStyle.secondary,
+}
+
+Notify = Callable[[str], Awaitable[None]]
 
 
 @dataclass(eq=False)
@@ -96,6 +118,23 @@ def current_followup(key: ConversationKey) -> Followup | None:
     return followup if followup is not None and followup.takes(key) else None
 
 
+def buttons(choices: Sequence[Choice]) -> discord.ui.View:
+    """A choice's options as buttons (the first `MAX_BUTTONS`) whose custom ids are its tokens."""
+    view = discord.ui.View(timeout=None)
+    if len(choices) > MAX_BUTTONS:
+        log.warning("showing %d of %d options as buttons", MAX_BUTTONS, len(choices))
+    for choice in choices[:MAX_BUTTONS]:
+        view.add_item(
+            discord.ui.Button(
+                label=button_label(choice.label),
+                custom_id=choice.token,
+                style=_STYLES.get(choice.style, discord.ButtonStyle.secondary),
+            )
+        )
+    view.stop()  # presses come to on_interaction, not to discord.py's view store
+    return view
+
+
 class _RebasedWebhooks(AsyncWebhookAdapter):
     """discord.py's webhook adapter (interaction callbacks, followups) against another base."""
 
@@ -130,16 +169,32 @@ class Interactions:
             log.warning("could not acknowledge /%s: %s; answering in the channel", name, exc)
             followup.used = True
 
-    async def acknowledge_press(
-        self, interaction: discord.Interaction[Any], *, thinking: bool
+    async def take_press(
+        self,
+        interaction: discord.Interaction[Any],
+        answer: Callable[[Notify], Awaitable[None]],
+        *,
+        theirs: bool,
     ) -> None:
-        """Acknowledge a button press privately: silently, or with a "thinking…" that a notice
-        replaces."""
+        """Acknowledge a press, then `answer(notify)` (the bot takes it; `notify` tells the
+        person who pressed, privately). A press that is not `theirs` is told something."""
+        told = False
+
+        async def notify(text: str) -> None:
+            nonlocal told
+            told = True
+            await self.tell(interaction, text)
+
         try:
+            # Someone the choice names: acknowledged silently, the outcome edits the message.
+            # Anyone else: an ephemeral "thinking…" that the notice below replaces.
             with anyio.move_on_after(ACK_DEADLINE), self.webhook_calls():
-                await interaction.response.defer(ephemeral=True, thinking=thinking)
+                await interaction.response.defer(ephemeral=True, thinking=not theirs)
         except SDK_FAILURES as exc:
             log.warning("could not acknowledge a button press: %s", exc)
+        await answer(notify)
+        if not theirs and not told:
+            await notify(NOT_YOURS)
 
     async def tell(self, interaction: discord.Interaction[Any], text: str) -> None:
         """A notice about a button press that only the person who pressed sees."""
