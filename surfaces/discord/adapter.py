@@ -13,28 +13,21 @@ acknowledged (`interactions.py`). Button presses skip the lanes: they must be an
 Approvals: buttons whose presses come to `on_interaction` and go to the bot as a `ChoiceAnswer`
 (`interactions.py`); the bot's outcome edits the message, removing the buttons.
 
-Rate limits: the bot paces each chat (`min_edit_interval`, about one call a second, Discord's
-per-channel budget); discord.py follows the `X-RateLimit-*` headers of each bucket; and a
-surface-wide budget (`GlobalBudget`) keeps all calls under Discord's global limit (50 a second;
-429s count toward a temporary ban), serving new messages before edits, so with many
-conversations streaming at once each one's edits thin out (the bot coalesces them) instead of
-drawing 429s. Errors are translated by the tables of `errors.py`."""
+Rate limits: the bot paces each chat (`min_edit_interval`: Discord's per-channel budget is about
+a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; a `GlobalBudget`
+keeps all calls under Discord's global limit (50 a second; 429s count toward a temporary ban),
+new messages before edits, so with many conversations streaming each one's edits thin out (the
+bot coalesces them) instead of drawing 429s. Errors are translated by the tables of `errors.py`."""
 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
-
-with warnings.catch_warnings():
-    # discord.py imports `audioop` for voice, which we never use; 3.11 warns on that import.
-    warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
-    import discord
 
 from config.settings import DiscordSettings
 from surfaces.base import (
@@ -78,6 +71,7 @@ from surfaces.discord.interactions import (
     current_followup,
 )
 from surfaces.discord.places import NAME, Places, conversation_key
+from surfaces.discord.sdk import discord
 from surfaces.errors import SendFailed
 from surfaces.lanes import Lanes
 from surfaces.pacing import GlobalBudget
@@ -171,10 +165,7 @@ class DiscordSurface:
         client = self._client = build_client(
             self.settings,
             guild_ready_timeout=self._guild_ready_timeout,
-            handlers={
-                "on_message": self._on_message,
-                "on_interaction": self._on_interaction,
-            },
+            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
         )
         self._on_event = on_event
         tame_reconnect_logs()
@@ -211,20 +202,19 @@ class DiscordSurface:
 
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_message(self, message: discord.Message) -> None:
-        client = self._client
-        me = client.user if client is not None else None
-        if not self._receiving or me is None:
+        me = self._me()
+        if not self._receiving or not me:
             return
         if message.author.bot or message.webhook_id is not None:
             return  # our own messages, other bots, webhooks
         if message.type not in (discord.MessageType.default, discord.MessageType.reply):
             return  # joins, pins, thread-created notices
         user = UserRef(str(message.author.id), message.author.display_name)
-        mentioned = mentions(message.content, me.id) or any(u.id == me.id for u in message.mentions)
-        text = strip_mention(message.content, me.id)  # `!compact`: the bot parses `!` itself
+        mentioned = mentions(message.content, me) or any(u.id == me for u in message.mentions)
+        text = strip_mention(message.content, me)  # `!compact`: the bot parses `!` itself
         if not text:
             return
-        place = self._places.of_message(message, me.id, mentioned)
+        place = self._places.of_message(message, me, mentioned)
         if place is None:
             return
         key, opens_thread = place
@@ -393,6 +383,7 @@ class DiscordSurface:
 
     # ---- helpers -------------------------------------------------------------------------------
     def _me(self) -> int:
+        """The bot's user id (0 before the log-in)."""
         client = self._client
         return client.user.id if client is not None and client.user is not None else 0
 

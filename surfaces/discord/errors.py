@@ -12,16 +12,10 @@ SendFailed."""
 
 from __future__ import annotations
 
-import warnings
-
 import aiohttp
 
-with warnings.catch_warnings():
-    # discord.py imports `audioop` for voice, which we never use; 3.11 warns on that import.
-    warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
-    import discord
-
 from config import ConfigError
+from surfaces.discord.sdk import discord
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.platform_errors import ErrorMap, retry_after
 

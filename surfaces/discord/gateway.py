@@ -16,23 +16,16 @@ resume goes where READY said, untouched)."""
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 import anyio
 import yarl
 
-with warnings.catch_warnings():
-    # discord.py imports `audioop` for voice, which we never use; 3.11 warns on that import.
-    warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
-    import discord
-    from discord.gateway import DiscordWebSocket
-    from discord.http import Route
-
 from config.settings import DiscordSettings
 from surfaces.discord.convert import command_payloads
 from surfaces.discord.errors import SDK_FAILURES, gateway_refused, login_refused
+from surfaces.discord.sdk import DiscordWebSocket, Route, discord
 from surfaces.recovered_faults import RecoveredFaults, tame
 
 __all__ = [

@@ -29,7 +29,6 @@ import contextlib
 import contextvars
 import logging
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,18 +36,12 @@ from typing import Any
 import aiohttp
 import anyio
 
-with warnings.catch_warnings():
-    # discord.py imports `audioop` for voice, which we never use; 3.11 warns on that import.
-    warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
-    import discord
-    from discord.http import Route
-    from discord.webhook.async_ import AsyncWebhookAdapter, async_context
-
 from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
 from surfaces.discord.convert import MAX_BUTTONS, button_label, fit, plain
 from surfaces.discord.errors import EDITS, NETWORK_ERRORS, SDK_FAILURES
 from surfaces.discord.gateway import NO_MENTIONS, rebase
+from surfaces.discord.sdk import AsyncWebhookAdapter, Route, async_context, discord
 from surfaces.errors import SendFailed
 
 __all__ = [

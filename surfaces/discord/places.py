@@ -10,17 +10,12 @@ mention; in other threads only a mention is taken. `allowed_guilds` and `allowed
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-with warnings.catch_warnings():
-    # discord.py imports `audioop` for voice, which we never use; 3.11 warns on that import.
-    warnings.filterwarnings("ignore", message=".*audioop.*", category=DeprecationWarning)
-    import discord
-
 from config.settings import DiscordSettings
 from surfaces.base import ConversationKey
+from surfaces.discord.sdk import discord
 
 __all__ = ["NAME", "Places", "conversation_key"]
 
