@@ -27,6 +27,7 @@ __all__ = [
     "TOKEN_SETTING",
     "gateway_refused",
     "login_refused",
+    "unreachable",
 ]
 
 TOKEN_SETTING = "SWITCHBOARD_DISCORD__TOKEN"
@@ -45,7 +46,8 @@ def _http_error(exc: discord.HTTPException) -> SurfaceError:
     return SendFailed(f"Discord {exc.status}: {exc.text or exc}", transient=transient)
 
 
-def _unreachable(exc: Exception) -> SurfaceError:
+def unreachable(exc: Exception) -> SendFailed:
+    """Network trouble on the way to Discord: worth another try."""
     return SendFailed(f"cannot reach Discord: {exc!r}", transient=True)
 
 
@@ -54,7 +56,7 @@ REST = ErrorMap(
         (discord.RateLimited, lambda exc: RateLimited(retry_after(exc.retry_after))),
         (discord.NotFound, lambda exc: SendFailed(f"Discord: {exc.text or exc}", transient=False)),
         (discord.HTTPException, _http_error),
-        *((network, _unreachable) for network in NETWORK_ERRORS),
+        *((network, unreachable) for network in NETWORK_ERRORS),
     ]
 )
 

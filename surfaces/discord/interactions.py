@@ -39,10 +39,9 @@ import anyio
 from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
 from surfaces.discord.convert import MAX_BUTTONS, button_label, fit, plain
-from surfaces.discord.errors import EDITS, NETWORK_ERRORS, SDK_FAILURES
+from surfaces.discord.errors import EDITS, NETWORK_ERRORS, SDK_FAILURES, unreachable
 from surfaces.discord.gateway import NO_MENTIONS, rebase
 from surfaces.discord.sdk import AsyncWebhookAdapter, Route, async_context, discord
-from surfaces.errors import SendFailed
 
 __all__ = [
     "ACK_DEADLINE",
@@ -227,7 +226,7 @@ class Interactions:
             log.warning("could not answer the slash command (%s); answering in the channel", exc)
             return None
         except NETWORK_ERRORS as exc:
-            raise SendFailed(f"cannot reach Discord: {exc!r}", transient=True) from exc
+            raise unreachable(exc) from exc
         self._sent.remember(message.id, followup)
         while self._sent:  # forget followups whose tokens have expired
             oldest = next(iter(self._sent.values()))
