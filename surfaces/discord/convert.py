@@ -14,9 +14,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from surfaces.text import ELLIPSIS, ellipsize
+
 MAX_CHARS = 2000
 THREAD_NAME_CHARS = 80  # Discord allows 100
 LABEL_CHARS = 80
+DESCRIPTION_CHARS = 100  # of an application command
 MAX_BUTTONS = 25  # 5 rows of 5
 ZWSP = "\u200b"
 
@@ -55,7 +58,7 @@ def thread_name(text: str, fallback: str) -> str:
     """A thread title from the first line of the message that opened it."""
     first = " ".join(text.strip().split("\n", 1)[0].split())
     first = re.sub(r"<[@#][!&]?\d+>", "", first).strip() or fallback
-    return first if len(first) <= THREAD_NAME_CHARS else first[: THREAD_NAME_CHARS - 1] + "…"
+    return ellipsize(first, THREAD_NAME_CHARS)
 
 
 # ---- application commands -----------------------------------------------------------------------
@@ -72,7 +75,7 @@ def command_payloads(commands: Sequence[tuple[str, str]]) -> list[dict[str, Any]
         entry: dict[str, Any] = {
             "type": 1,
             "name": slug,
-            "description": summary if len(summary) <= 100 else summary[:99] + "…",
+            "description": ellipsize(summary, DESCRIPTION_CHARS),
         }
         if slug in COMMAND_OPTIONS:
             entry["options"] = COMMAND_OPTIONS[slug]
@@ -94,8 +97,7 @@ def is_ephemeral(name: str) -> bool:
 
 
 def button_label(label: str) -> str:
-    text = " ".join(label.split()) or "…"
-    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+    return ellipsize(" ".join(label.split()) or ELLIPSIS, LABEL_CHARS)
 
 
 def closed_choice_text(prompt: str, outcome: str) -> str:
@@ -211,11 +213,11 @@ def fit(text: str, limit: int = MAX_CHARS) -> str:
     """At most `limit` characters (a safety net: the bot splits replies before sending), never
     empty (Discord refuses empty messages)."""
     if not text.strip():
-        return "…"
+        return ELLIPSIS
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
     trailing = len(cut) - len(cut.rstrip("\\"))
     if trailing % 2:  # never leave half of an escape at the end
         cut = cut[:-1]
-    return cut + "…"
+    return cut + ELLIPSIS
