@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from surfaces.base import ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
@@ -115,13 +118,7 @@ class NativeStreams:
             shown = text if formatted else escape_angle_brackets(text)
             if shown == posted.shown:
                 return  # Slack would show the same again
-            await self._api.call(
-                posted.channel,
-                self._api.web.chat_update,
-                channel=posted.channel,
-                ts=posted.ts,
-                text=shown,
-            )
+            await self._call_on(posted, self._api.web.chat_update, text=shown)
             posted.shown = shown
 
     # ---- streams ------------------------------------------------------------------------------
@@ -182,13 +179,7 @@ class NativeStreams:
         if markdown.startswith(posted.streamed) and len(markdown) <= STREAM_MAX_CHARS and fresh:
             delta = markdown[len(posted.streamed) :]
             try:
-                await self._api.call(
-                    posted.channel,
-                    self._api.web.chat_appendStream,
-                    channel=posted.channel,
-                    ts=posted.ts,
-                    markdown_text=delta,
-                )
+                await self._call_on(posted, self._api.web.chat_appendStream, markdown_text=delta)
             except (Refused, MessageGone) as exc:
                 log.info("slack: stream %s ended early (%s); rewriting it", posted.ts, exc)
                 self._end(posted)
@@ -203,13 +194,7 @@ class NativeStreams:
         """Stop the stream, adding `delta`. Returns whether the message shows it all; False when
         the stream had already ended (Slack ended it, or it was cut short)."""
         try:
-            await self._api.call(
-                posted.channel,
-                self._api.web.chat_stopStream,
-                channel=posted.channel,
-                ts=posted.ts,
-                markdown_text=delta or None,
-            )
+            await self._call_on(posted, self._api.web.chat_stopStream, markdown_text=delta or None)
         except (Refused, MessageGone) as exc:
             log.info("slack: stream %s was already over (%s)", posted.ts, exc)
             self._end(posted)
@@ -222,6 +207,16 @@ class NativeStreams:
         posted.streaming = False
         posted.shown = None  # whatever it shows now, the next update rewrites it
         self._streams.pop(posted.ts, None)
+
+    async def _call_on(
+        self,
+        posted: _Posted,
+        method: Callable[..., Awaitable[AsyncSlackResponse]],
+        /,
+        **kwargs: Any,
+    ) -> None:
+        """`method` (a method of the Web API that changes one message) on `posted`."""
+        await self._api.call(posted.channel, method, channel=posted.channel, ts=posted.ts, **kwargs)
 
     # ---- stopping streams nobody finishes -----------------------------------------------------
     async def stop_quiet(self) -> None:
