@@ -34,6 +34,7 @@ from bot.logs import (
     secret_values,
 )
 from config import load_settings
+from config.settings import SlackSettings
 from surfaces.slack.adapter import SlackSurface
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client
 from tests.conftest import CliResult, FakeAgent, script
@@ -482,7 +483,8 @@ async def test_a_slack_socket_mode_reconnect_that_fails_once_is_a_warning_not_an
     settings = engine_settings(tmp_path, fake_agent, slack={"allowed_users": ["UALICE"]})
     async with FakeSlack() as slack:
         surface = SlackSurface(
-            bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url, ping_interval=0.3
+            SlackSettings(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=slack.api_url),
+            ping_interval=0.3,
         )
         async with running_app(settings, surface):  # type: ignore[arg-type]
             await slack.wait_connected()

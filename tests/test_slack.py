@@ -20,6 +20,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from config import ConfigError
+from config.settings import SlackSettings
 from surfaces.base import ConversationKey
 from surfaces.slack import create_surface
 from surfaces.slack.adapter import SlackSurface
@@ -125,16 +126,14 @@ def surface_for(fake: FakeSlack, mode: str, **options: Any) -> SlackSurface:
     values: dict[str, Any] = {"min_edit_interval": 0.05, "stream_idle": 0.3, **options}
     if mode == "socket":
         return SlackSurface(
-            bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, **values
+            SlackSettings(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url),
+            **values,
         )
-    return SlackSurface(
-        bot_token=BOT_TOKEN,
-        signing_secret=SIGNING_SECRET,
-        api_url=fake.api_url,
-        listen="127.0.0.1",
-        port=0,
-        **values,
+    settings = SlackSettings(
+        bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.api_url, listen="127.0.0.1"
     )
+    # Port 0 (any free port), which the settings refuse to a person.
+    return SlackSurface(settings.model_copy(update={"port": 0}), **values)
 
 
 @asynccontextmanager

@@ -16,17 +16,10 @@ __all__ = ["ENTRY", "create_surface"]
 
 
 def create_surface(settings: Settings) -> SlackSurface:
+    """The bot named by SWITCHBOARD_SLACK__BOT_TOKEN, with the production pacing and streams."""
     from surfaces.slack.adapter import SlackSurface
 
-    slack = settings.slack
-    return SlackSurface(
-        bot_token=slack.bot_token,
-        app_token=slack.app_token,
-        signing_secret=slack.signing_secret,
-        api_url=slack.api_url,
-        listen=slack.listen,
-        port=slack.port,
-    )
+    return SlackSurface(settings.slack)
 
 
 ENTRY = SurfaceEntry(

@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
 from surfaces.base import STATUS_MARK, Choice
+from surfaces.text import ellipsize, escape_angle_brackets, unescape_angle_brackets
 
 BLOCK_ID = "switchboard-choice"  # our buttons carry it; other apps' actions are not ours
 BUTTON_TEXT_LIMIT = 75
@@ -28,16 +29,6 @@ BUTTONS_PER_BLOCK = 25
 _ZWSP = "\u200b"
 
 # ---- escaping ------------------------------------------------------------------------------------
-
-
-def escape(text: str) -> str:
-    """Plain text -> mrkdwn that shows exactly that text and mentions nobody."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
 
 _MENTION_OPENER = re.compile(r"<(?=[!@#])")
 
@@ -67,7 +58,7 @@ _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 def render(markdown: str) -> str:
     """Agent Markdown -> Slack mrkdwn."""
     if not markdown.strip():
-        return escape(markdown)
+        return escape_angle_brackets(markdown)
     tree = SyntaxTreeNode(_PARSER.parse(markdown))
     return _blocks(tree.children, tight=False).strip("\n")
 
@@ -85,7 +76,7 @@ def _block(node: SyntaxTreeNode, *, tight: bool) -> str:
         return _bold(_inline_of(node, bold=False))
     if kind in ("fence", "code_block"):
         code = node.content.rstrip("\n")
-        return f"```\n{escape(code)}\n```"
+        return f"```\n{escape_angle_brackets(code)}\n```"
     if kind == "blockquote":
         inner = _blocks(node.children, tight=False)
         return "\n".join("> " + line if line else ">" for line in inner.split("\n"))
@@ -94,10 +85,14 @@ def _block(node: SyntaxTreeNode, *, tight: bool) -> str:
     if kind == "hr":
         return "──────────"
     if kind == "html_block":
-        return escape(node.content.rstrip("\n"))
+        return escape_angle_brackets(node.content.rstrip("\n"))
     if kind == "table":
         return _table(node)
-    return _blocks(node.children, tight=tight) if node.children else escape(node.content)
+    return (
+        _blocks(node.children, tight=tight)
+        if node.children
+        else escape_angle_brackets(node.content)
+    )
 
 
 def _list(node: SyntaxTreeNode) -> str:
@@ -141,7 +136,7 @@ def _bold(text: str) -> str:
 def _inline_of(node: SyntaxTreeNode, *, bold: bool = True) -> str:
     inline = node.children[0] if node.children and node.children[0].type == "inline" else None
     if inline is None:
-        return escape(node.content)
+        return escape_angle_brackets(node.content)
     return _inlines(inline.children, bold=bold)
 
 
@@ -152,11 +147,11 @@ def _inlines(nodes: Sequence[SyntaxTreeNode], *, bold: bool) -> str:
 def _inline(node: SyntaxTreeNode, *, bold: bool) -> str:
     kind = node.type
     if kind == "text":
-        return escape(node.content)
+        return escape_angle_brackets(node.content)
     if kind in ("softbreak", "hardbreak"):
         return "\n"
     if kind == "code_inline":
-        return f"`{escape(node.content)}`"
+        return f"`{escape_angle_brackets(node.content)}`"
     inner = _inlines(node.children, bold=bold)
     if kind == "strong":
         return _wrap("*", inner) if bold else inner
@@ -167,11 +162,13 @@ def _inline(node: SyntaxTreeNode, *, bold: bool) -> str:
     if kind == "link":
         return _link(str(node.attrs.get("href", "")), inner)
     if kind == "image":
-        alt = _inlines(node.children, bold=bold) or escape(str(node.attrs.get("alt", "")))
+        alt = _inlines(node.children, bold=bold) or escape_angle_brackets(
+            str(node.attrs.get("alt", ""))
+        )
         return _link(str(node.attrs.get("src", "")), alt or "image")
     if kind == "html_inline":
-        return escape(node.content)
-    return inner or escape(node.content)
+        return escape_angle_brackets(node.content)
+    return inner or escape_angle_brackets(node.content)
 
 
 def _wrap(mark: str, inner: str) -> str:
@@ -186,9 +183,13 @@ def _wrap(mark: str, inner: str) -> str:
 
 def _link(href: str, label: str) -> str:
     if not href.lower().startswith(_SAFE_SCHEMES):
-        return label if not href else f"{label} ({escape(href)})"
-    url = escape(href).replace("|", "%7C")
-    if not label or unescape(label) == href or unescape(label) == href.removeprefix("mailto:"):
+        return label if not href else f"{label} ({escape_angle_brackets(href)})"
+    url = escape_angle_brackets(href).replace("|", "%7C")
+    if (
+        not label
+        or unescape_angle_brackets(label) == href
+        or unescape_angle_brackets(label) == href.removeprefix("mailto:")
+    ):
         return f"<{url}>"
     return f"<{url}|{label.replace('|', '¦')}>"
 
@@ -224,7 +225,7 @@ def slack_to_plain(text: str) -> str:
             return f"{label} ({target})"
         return target.removeprefix("mailto:")
 
-    return unescape(_ANGLE.sub(word, text))
+    return unescape_angle_brackets(_ANGLE.sub(word, text))
 
 
 # ---- events -> what a person did -----------------------------------------------------------------
@@ -351,14 +352,8 @@ def press_from_payload(body: dict[str, Any]) -> SlackPress | None:
 
 
 def _section(text: str) -> dict[str, Any]:
-    shown = escape(text)
-    if len(shown) > SECTION_TEXT_LIMIT:
-        shown = shown[: SECTION_TEXT_LIMIT - 1] + "…"
+    shown = ellipsize(escape_angle_brackets(text), SECTION_TEXT_LIMIT)
     return {"type": "section", "text": {"type": "mrkdwn", "text": shown}}
-
-
-def _button_text(label: str) -> str:
-    return label if len(label) <= BUTTON_TEXT_LIMIT else label[: BUTTON_TEXT_LIMIT - 1] + "…"
 
 
 def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]]:
@@ -370,7 +365,11 @@ def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]
             button: dict[str, Any] = {
                 "type": "button",
                 "action_id": f"choice-{index}",
-                "text": {"type": "plain_text", "text": _button_text(choice.label), "emoji": True},
+                "text": {
+                    "type": "plain_text",
+                    "text": ellipsize(choice.label, BUTTON_TEXT_LIMIT),
+                    "emoji": True,
+                },
                 "value": choice.token,
             }
             if choice.style in ("primary", "danger"):
@@ -383,5 +382,10 @@ def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]
 def closed_choice_blocks(prompt: str, outcome: str) -> list[dict[str, Any]]:
     """The prompt with the outcome where the buttons were."""
     blocks = [_section(prompt)] if prompt else []
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(outcome)}]})
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": escape_angle_brackets(outcome)}],
+        }
+    )
     return blocks

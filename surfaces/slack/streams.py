@@ -1,0 +1,250 @@
+"""The bot's reply messages on Slack: native streams where they work, `chat.postMessage` +
+`chat.update` where they do not, and the hand-over from one to the other.
+
+* A live (unformatted) `send` in a thread starts a stream (`chat.startStream`, which Slack allows
+  only as a thread reply, and outside DMs only with the recipient named); a live `edit` whose text
+  extends what was streamed appends the difference (`chat.appendStream`); the final, rendered
+  `edit` stops the stream (`chat.stopStream`), with whatever the stream still lacked, when the
+  final was rendered from Markdown that extends the stream (`remember_render` keeps what `render`
+  made from what); otherwise the stream is stopped and the message rewritten with `chat.update`.
+* A stream shows Markdown, and Markdown cannot be taken back, so the live status line is not
+  streamed, and an edit that does not extend the stream (the bot re-split the text, a part moved
+  to the next message) stops it and continues that message with `chat.update`. A stream is also
+  stopped when it has been quiet for `idle` seconds (the bot skips a final edit whose text the
+  message already shows, and Slack would otherwise keep the message "streaming") or before it
+  nears Slack's limits (streams die after about 5 minutes, and carry at most about 12k
+  characters): the message then goes on with `chat.update`, so nothing streamed is lost.
+* Streams are not used at the top level of a DM (they must be thread replies), when Slack says the
+  method is unknown or not allowed (then never again), or when one fails to start (that message
+  falls back to `chat.postMessage`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from surfaces.base import ConversationKey, MessageRef
+from surfaces.bounded import BoundedMap
+from surfaces.errors import MessageGone, SurfaceError
+from surfaces.slack.convert import neutralise_markdown, split_status
+from surfaces.slack.errors import NO_STREAMS, Refused
+from surfaces.slack.web_api import WebApi
+from surfaces.text import escape_angle_brackets
+
+__all__ = ["STREAM_IDLE", "STREAM_MAX_AGE", "STREAM_MAX_CHARS", "NativeStreams"]
+
+log = logging.getLogger(__name__)
+
+STREAM_IDLE = 3.0  # seconds without an append before a stream is stopped
+STREAM_MAX_AGE = 270.0  # Slack ends streams after about 5 minutes
+STREAM_MAX_CHARS = 11_000  # ... and they carry at most about 12,000 characters
+REMEMBERED = 10_000  # recipients and posted messages kept in memory (oldest dropped)
+RENDERS = 512  # render() outputs whose Markdown is kept
+
+
+@dataclass(slots=True)
+class _Posted:
+    """One message we posted and what it shows."""
+
+    channel: str
+    ts: str
+    streaming: bool = False
+    streamed: str = ""  # the (neutralised) Markdown the stream was given
+    shown: str | None = None  # the text last posted or updated, when known
+    started: float = field(default_factory=time.monotonic)
+    touched: float = field(default_factory=time.monotonic)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class NativeStreams:
+    """Posts and edits the bot's replies, streaming them where Slack lets us. `enabled=False`
+    (or Slack saying streams are not for this app) leaves only `chat.postMessage` +
+    `chat.update`. Run `stop_quiet` as a task while the surface runs; `stop_all` at close."""
+
+    def __init__(self, api: WebApi, *, enabled: bool, idle: float, max_age: float) -> None:
+        self._api = api
+        self._enabled = enabled
+        self._idle = idle
+        self._max_age = max_age
+        # key -> (user, team) of its latest message: who a channel stream is for
+        self._recipients: BoundedMap[ConversationKey, tuple[str, str]] = BoundedMap(REMEMBERED)
+        self._posted: BoundedMap[str, _Posted] = BoundedMap(REMEMBERED)  # by ts
+        self._streams: dict[str, _Posted] = {}  # ts -> _Posted, while streaming
+        self._sources: BoundedMap[str, str] = BoundedMap(RENDERS)  # render() output -> Markdown
+
+    def remember_recipient(self, key: ConversationKey, user: str, team: str) -> None:
+        self._recipients.remember(key, (user, team))
+
+    def remember_render(self, shown: str, markdown: str) -> None:
+        self._sources.remember(shown, markdown)
+
+    # ---- posting and editing ------------------------------------------------------------------
+    async def send(self, key: ConversationKey, text: str, *, formatted: bool) -> str:
+        """Post `text` (streamed when it is live text in a thread we may stream in); its ts."""
+        if not formatted and self._may_stream(key):
+            answer, _ = split_status(text)
+            if answer.strip():
+                posted = await self._start(key, answer)
+                if posted is not None:
+                    return posted.ts
+        shown = text if formatted else escape_angle_brackets(text)
+        response = await self._api.call(
+            key.chat,
+            self._api.web.chat_postMessage,
+            channel=key.chat,
+            thread_ts=key.thread or None,
+            text=shown,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        ts = str(response["ts"])
+        self._posted.remember(ts, _Posted(key.chat, ts, shown=shown))
+        return ts
+
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
+        posted = self._posted.get(ref.id)
+        if posted is None:  # not ours to know (a restart): just rewrite it
+            posted = _Posted(ref.key.chat, ref.id)
+            self._posted.remember(ref.id, posted)
+        async with posted.lock:
+            if posted.streaming and await self._edit_stream(posted, text, formatted=formatted):
+                return
+            shown = text if formatted else escape_angle_brackets(text)
+            if shown == posted.shown:
+                return  # Slack would show the same again
+            await self._call_on(posted, self._api.web.chat_update, text=shown)
+            posted.shown = shown
+
+    # ---- streams ------------------------------------------------------------------------------
+    def _may_stream(self, key: ConversationKey) -> bool:
+        if not self._enabled or not key.thread:
+            return False  # streams are thread replies only
+        return key.chat.startswith("D") or key in self._recipients
+
+    async def _start(self, key: ConversationKey, answer: str) -> _Posted | None:
+        """A new streamed message, or None when this one should be posted instead."""
+        markdown = neutralise_markdown(answer)
+        if len(markdown) > STREAM_MAX_CHARS:
+            return None
+        recipient = {}
+        if key in self._recipients:
+            user, team = self._recipients[key]
+            recipient = {"recipient_user_id": user, "recipient_team_id": team}
+        try:
+            response = await self._api.call(
+                key.chat,
+                self._api.web.chat_startStream,
+                channel=key.chat,
+                thread_ts=key.thread,
+                markdown_text=markdown,
+                **recipient,
+            )
+        except Refused as exc:
+            if exc.error in NO_STREAMS:
+                log.warning(
+                    "slack: native streaming unavailable (%s); using chat.update", exc.error
+                )
+                self._enabled = False
+            else:
+                log.info("slack: could not start a stream (%s); posting instead", exc.error)
+            return None
+        ts = str(response["ts"])
+        posted = _Posted(key.chat, ts, streaming=True, streamed=markdown)
+        self._posted.remember(ts, posted)
+        self._streams[ts] = posted
+        return posted
+
+    async def _edit_stream(self, posted: _Posted, text: str, *, formatted: bool) -> bool:
+        """Show `text` through the stream if it can; returns False (the stream stopped) when the
+        message must be rewritten instead."""
+        if formatted:
+            source = self._sources.get(text)
+            if source is not None:
+                markdown = neutralise_markdown(source)
+                if markdown.startswith(posted.streamed) and len(markdown) <= STREAM_MAX_CHARS:
+                    return await self._stop(posted, markdown[len(posted.streamed) :])
+            await self._stop(posted, "")
+            return False
+        answer, _ = split_status(text)
+        markdown = neutralise_markdown(answer)
+        if markdown == posted.streamed:
+            return True  # only the status changed: a stream cannot show it and take it back
+        fresh = time.monotonic() - posted.started < self._max_age
+        if markdown.startswith(posted.streamed) and len(markdown) <= STREAM_MAX_CHARS and fresh:
+            delta = markdown[len(posted.streamed) :]
+            try:
+                await self._call_on(posted, self._api.web.chat_appendStream, markdown_text=delta)
+            except (Refused, MessageGone) as exc:
+                log.info("slack: stream %s ended early (%s); rewriting it", posted.ts, exc)
+                self._end(posted)
+                return False
+            posted.streamed = markdown
+            posted.touched = time.monotonic()
+            return True
+        await self._stop(posted, "")
+        return False
+
+    async def _stop(self, posted: _Posted, delta: str) -> bool:
+        """Stop the stream, adding `delta`. Returns whether the message shows it all; False when
+        the stream had already ended (Slack ended it, or it was cut short)."""
+        try:
+            await self._call_on(posted, self._api.web.chat_stopStream, markdown_text=delta or None)
+        except (Refused, MessageGone) as exc:
+            log.info("slack: stream %s was already over (%s)", posted.ts, exc)
+            self._end(posted)
+            return False
+        posted.streamed += delta
+        self._end(posted)
+        return True
+
+    def _end(self, posted: _Posted) -> None:
+        posted.streaming = False
+        posted.shown = None  # whatever it shows now, the next update rewrites it
+        self._streams.pop(posted.ts, None)
+
+    async def _call_on(
+        self,
+        posted: _Posted,
+        method: Callable[..., Awaitable[AsyncSlackResponse]],
+        /,
+        **kwargs: Any,
+    ) -> None:
+        """`method` (a method of the Web API that changes one message) on `posted`."""
+        await self._api.call(posted.channel, method, channel=posted.channel, ts=posted.ts, **kwargs)
+
+    # ---- stopping streams nobody finishes -----------------------------------------------------
+    async def stop_quiet(self) -> None:
+        """Forever: stop streams nobody has appended to lately, or that near Slack's time limit."""
+        while True:
+            await anyio.sleep(min(0.5, self._idle / 2))
+            now = time.monotonic()
+            for posted in list(self._streams.values()):
+                quiet = now - posted.touched >= self._idle
+                old = now - posted.started >= self._max_age
+                if (quiet or old) and not posted.lock.locked():
+                    async with posted.lock:
+                        if not posted.streaming:
+                            continue
+                        try:
+                            await self._stop(posted, "")
+                        except SurfaceError as exc:
+                            log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
+                        except Exception:  # unmapped: give this stream up, keep the others
+                            log.exception("slack: stopping stream %s failed", posted.ts)
+                            self._streams.pop(posted.ts, None)
+
+    async def stop_all(self) -> None:
+        """Stop every stream still open (the surface is closing)."""
+        for posted in list(self._streams.values()):
+            async with posted.lock:
+                if posted.streaming:
+                    try:
+                        await self._stop(posted, "")
+                    except SurfaceError as exc:
+                        log.info("slack: could not stop stream %s: %s", posted.ts, exc)
