@@ -5,8 +5,9 @@ A chat surface is one package, `surfaces/<name>/`:
 - `__init__.py`: `ENTRY = SurfaceEntry(...)` (`plugin.py`): its name, the settings that turn it
   on, how to build it from `Settings`, its token shapes for `doctor`; its settings section holds
   its access lists. It imports no SDK: `build` imports the adapter when called.
-- `adapter.py`: the only module that calls the SDK, plus one module per large subsystem (Telegram
-  live previews, Slack native streams, Discord interaction followups).
+- `adapter.py`: the `Surface` itself; it and the package's other modules (one per large
+  subsystem: Telegram live previews, Slack native streams, Discord interaction followups; an
+  `errors.py` with the SDK's error table) are the only code that calls the SDK.
 - `convert.py`: pure conversions (platform payloads <-> neutral types, Markdown -> dialect).
 
 The kit, shared by every adapter:
