@@ -740,3 +740,13 @@ def _looks_like_error_text(text: str) -> bool:
 def _says_sign_in_needed(text: str) -> bool:
     """Whether an agent's own words (e.g. its stderr as it exits) say it is not signed in."""
     return _classify({"code": -32603, "message": text}).kind == "auth"
+
+
+def __getattr__(name: str) -> Any:
+    """`acp.client.AcpClient` / `AcpSession`, where the design names the session API, without an
+    import cycle: the session module needs this one, so it is imported only when asked for."""
+    if name in ("AcpClient", "AcpSession"):
+        from acp import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
