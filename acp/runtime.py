@@ -267,8 +267,11 @@ class AcpRuntime:
                     return
 
     async def _wait_group_gone(self) -> None:
-        """Wait until the agent and every process of its group have exited."""
-        while self.process.returncode is None or _group_alive(self.process.pid):
+        """Wait until the agent and every process of its group have exited. The agent itself is
+        awaited; its forked children (kiro-cli-chat, codex's native binary) are not ours to wait
+        for, and nothing signals their exit, so the group is probed until it is empty."""
+        await self.process.wait()
+        while _group_alive(self.process.pid):  # noqa: ASYNC110 - no event exists for a group
             await anyio.sleep(0.02)
 
 
