@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +59,55 @@ def _current_model(result: dict[str, Any]) -> str:
     return ""
 
 
+def _has_model_option(result: dict[str, Any]) -> bool:
+    return any(
+        isinstance(o, dict) and o.get("id") == "model" for o in result.get("configOptions") or ()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Released:
+    """What a released session's next use needs of its setup answer. Equal records are shared
+    (sessions of one agent usually advertise the same models), so a released session costs its
+    id and a dictionary slot."""
+
+    models: tuple[str, ...]
+    model_option: bool  # the model is switched through session/set_config_option
+    prompted: bool  # it has run a turn (agent errors read differently on a fresh session)
+
+
 class AcpSession:
     """One agent session: prompt it, cancel it, pick its model."""
 
-    def __init__(self, client: AcpClient, session_id: str, result: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        client: AcpClient,
+        session_id: str,
+        models: list[str],
+        model: str,
+        *,
+        model_option: bool,
+        turns: int = 0,
+    ) -> None:
         self.client = client
         self.session_id = session_id
-        self.result = result
-        self.models = _advertised_models(result)
-        self.model = _current_model(result)
-        self.turns = 0
+        self.models = models
+        self.model = model
+        self.turns = turns
         self.turn: PromptTurn | None = None
+        self._model_option = model_option
         self.inbox = client.runtime.handle.open_inbox(session_id)
+
+    @classmethod
+    def from_result(cls, client: AcpClient, session_id: str, result: dict[str, Any]) -> AcpSession:
+        """The session an agent's session/new or session/load answer describes."""
+        return cls(
+            client,
+            session_id,
+            _advertised_models(result),
+            _current_model(result),
+            model_option=_has_model_option(result),
+        )
 
     @property
     def busy(self) -> bool:
@@ -120,11 +158,7 @@ class AcpSession:
 
     async def set_model(self, model: str) -> None:
         params: dict[str, Any]
-        has_option = any(
-            isinstance(o, dict) and o.get("id") == "model"
-            for o in self.result.get("configOptions") or ()
-        )
-        if has_option:
+        if self._model_option:
             method = "session/set_config_option"
             params = {"sessionId": self.session_id, "configId": "model", "value": model}
         else:
@@ -138,8 +172,19 @@ class AcpSession:
         self.model = model
 
     def close(self) -> None:
+        """Stop using the session here; the agent may keep it (a binding can load it again)."""
         self.client.runtime.handle.close_inbox(self.session_id)
         self.client.sessions.pop(self.session_id, None)
+        self.client.released.pop(self.session_id, None)
+
+    def release(self) -> None:
+        """Drop our objects for an idle session the agent keeps alive: `AcpClient.reattach`
+        picks it up again without session/load while this agent runs."""
+        self.close()
+        self.client.remember_released(
+            self.session_id,
+            _Released(tuple(self.models), self._model_option, prompted=self.turns > 0),
+        )
 
 
 class AcpClient:
@@ -152,6 +197,9 @@ class AcpClient:
         self.gate = gate or GatePlan()
         self.cancel_grace = cancel_grace
         self.sessions: dict[str, AcpSession] = {}
+        # Sessions released while idle that the agent still holds, by id (see `reattach`).
+        self.released: dict[str, _Released] = {}
+        self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         runtime.handle.on_request = self._on_agent_request
 
     @property
@@ -208,8 +256,29 @@ class AcpClient:
         result = self._raise_for(reply)
         return await self._adopt(session_id, result, model)
 
+    def remember_released(self, session_id: str, record: _Released) -> None:
+        self.released[session_id] = self._shapes.setdefault(record, record)
+
+    def reattach(self, session_id: str, model: str) -> AcpSession | None:
+        """The session `release` let go of, live again on this agent with `model` current (the
+        model it had, which the caller stored); None when this agent never released it (it
+        was started by another agent process, or closed for good)."""
+        record = self.released.pop(session_id, None)
+        if record is None:
+            return None
+        session = AcpSession(
+            self,
+            session_id,
+            list(record.models),
+            model,
+            model_option=record.model_option,
+            turns=1 if record.prompted else 0,
+        )
+        self.sessions[session_id] = session
+        return session
+
     async def _adopt(self, session_id: str, result: dict[str, Any], model: str) -> AcpSession:
-        session = AcpSession(self, session_id, result)
+        session = AcpSession.from_result(self, session_id, result)
         self.sessions[session_id] = session
         if self.gate.enforced and self.gate.mode:
             agent = describe_agent(self.backend, self.runtime.spec.argv)

@@ -103,8 +103,9 @@ class FreshSession:
 
 
 class ConversationSessions:
-    """The conversation's agent session: reused while its agent lives, resumed with session/load
-    after a restart or respawn when the agent can, else started fresh with a visible notice."""
+    """The conversation's agent session: reused while its agent lives (also after `release`,
+    which keeps it on the agent and drops only our objects), resumed with session/load after a
+    restart or respawn when the agent can, else started fresh with a visible notice."""
 
     def __init__(
         self,
@@ -126,6 +127,11 @@ class ConversationSessions:
         binding = await services.store.get_binding(key)
         notice = ""
         session: AcpSession | None = None
+        if binding is not None and (
+            reattached := client.reattach(binding.session_id, binding.model)
+        ):
+            self.current = reattached  # released while idle: the same session, as it was
+            return reattached
         if binding is not None:
             session, notice = await self._resume(client, binding)
             if session is None:
@@ -179,6 +185,14 @@ class ConversationSessions:
         """The agent died: drop it so the next turn respawns (and resumes)."""
         self.drop()
         await self.services.discard_client()
+
+    def release(self) -> None:
+        """The conversation went idle: let go of our session objects and keep the agent's
+        session, which the next `session()` takes up again as it was (the stored binding names
+        it)."""
+        if self.current is not None:
+            self.current.release()
+        self.current = None
 
     def drop(self) -> None:
         """Stop using the session here; the stored binding still lets it be resumed."""

@@ -2,13 +2,22 @@
 every running turn; inbound events are checked (access, de-duplication), then routed to a
 command or to the conversation's runner. The app provides the runners' services
 (`ConversationServices`: the agent pool, replies through the ledger, the task group) and never
-runs a turn itself."""
+runs a turn itself.
+
+Memory follows the live conversations, not every conversation ever seen: a conversation idle
+for `RELEASE_AFTER` seconds (no turn running or queued, no command answering, so no approval
+pending) is released: its runner goes, and its agent session objects with it, while the agent
+keeps the session. Its next message builds a new runner that takes the same agent session up
+again (no session/load while that agent runs; the stored binding resumes it after a respawn, as
+for any conversation). What /status and /help show from the agent (context used, the agent's
+commands) is carried over for the most recently released `MEMO_LIMIT` conversations."""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -17,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, RuntimeOpener, RuntimePool, open_runtime
+from acp import AcpClient, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
 from bot.chat_runner import ChatRunner
@@ -38,6 +47,16 @@ log = logging.getLogger(__name__)
 # are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
 SHUTDOWN_BUDGET = 4.0
 
+# A conversation idle this long is released (checked about every RELEASE_AFTER / 4 seconds): long
+# enough that a burst of messages, or a command right after a reply, finds its runner still there.
+RELEASE_AFTER = 5.0
+# Released conversations whose agent-reported state (/status's context, /help's agent commands)
+# is kept; past this, the oldest show what a restarted bot shows until their next turn.
+MEMO_LIMIT = 10_000
+
+# What a released conversation's runner knew from the agent: its commands and context usage.
+_Memo = tuple[tuple[str, ...], UsageInfo | None]
+
 
 class BotApp:
     """The running bot: routes each event to a command or a conversation's `ChatRunner`, and
@@ -50,6 +69,7 @@ class BotApp:
         access: AccessPolicy,
         *,
         opener: RuntimeOpener = open_runtime,
+        release_after: float = RELEASE_AFTER,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -57,7 +77,9 @@ class BotApp:
         self.policy = RetryPolicy.from_settings(settings.retry)
         self.approvals = ApprovalBroker(store, access, timeout=settings.approval_timeout)
         self.spec, self.gate = agent_plan(settings)
-        self.runners: dict[ConversationKey, ChatRunner] = {}
+        self.runners: dict[ConversationKey, ChatRunner] = {}  # the live conversations
+        self._memos: OrderedDict[ConversationKey, _Memo] = OrderedDict()
+        self._release_after = release_after
         self._surfaces: dict[str, Surface] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
@@ -83,8 +105,9 @@ class BotApp:
         self, surface: Surface, key: ConversationKey
     ) -> AsyncIterator[ReplyStream]:
         pacer = surface.capabilities.pacing.for_chat(key.chat)  # the surface's own pacing
-        async with open_reply(surface, key, pacer) as reply:
-            yield reply
+        with pacer.held():
+            async with open_reply(surface, key, pacer) as reply:
+                yield reply
 
     async def finish_reply(
         self, reply: ReplyStream, key: ConversationKey, text: str, *, turn_id: str | None = None
@@ -111,7 +134,31 @@ class BotApp:
         runner = self.runners.get(key)
         if runner is None:
             runner = self.runners[key] = ChatRunner(self, surface, key)
+            memo = self._memos.pop(key, None)
+            if memo is not None:
+                runner.agent_commands, runner.usage = memo
         return runner
+
+    def release_idle(self, now: float) -> None:
+        """Forget the conversations idle for `release_after` seconds (see the module's doc)."""
+        cutoff = now - self._release_after
+        idle = [
+            key
+            for key, runner in self.runners.items()
+            if runner.idle and runner.idle_since <= cutoff
+        ]
+        for key in idle:
+            runner = self.runners.pop(key)
+            runner.release()
+            if runner.agent_commands or runner.usage is not None:
+                self._memos[key] = (runner.agent_commands, runner.usage)
+                if len(self._memos) > MEMO_LIMIT:
+                    self._memos.popitem(last=False)
+
+    async def _release_loop(self) -> None:
+        while True:
+            await anyio.sleep(self._release_after / 4)
+            self.release_idle(time.monotonic())
 
     async def on_event(self, event: Inbound | ChoiceAnswer) -> None:
         """Accept one event. Returns when it is queued or answered, not when its reply is done."""
@@ -141,7 +188,8 @@ class BotApp:
         runner = self.runner(surface, event.key)
         parsed = parse_command(surface.capabilities.command_prefixes, event.text)
         if parsed is not None and parsed.command.handler is not None:
-            await run_command(runner, parsed)
+            with runner.held():
+                await run_command(runner, parsed)
             return False
         if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
@@ -179,6 +227,7 @@ class BotApp:
                 tg, client_preparer(self.gate, self.settings), opener=self._opener
             )
             tg.start_soon(self._reap_idle)
+            tg.start_soon(self._release_loop)
             await self._redeliver()
             await self._tell_cut_off_turns()
             for surface in surfaces:

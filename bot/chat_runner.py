@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -109,6 +109,29 @@ class ChatRunner:
         self.agent_commands: tuple[str, ...] = ()
         self.usage: UsageInfo | None = None
         self._turn_scope: anyio.CancelScope | None = None
+        self._holds = 0  # commands answering here right now (`held`)
+        self.idle_since = time.monotonic()  # when the last turn or command here ended
+
+    @property
+    def idle(self) -> bool:
+        """No turn running or waiting, no command answering (and so no approval pending: one
+        is only asked for within a turn)."""
+        return not self.running and not self.queue and self._holds == 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Around a command: the conversation is in use, so it is not released meanwhile."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self.idle_since = time.monotonic()
+
+    def release(self) -> None:
+        """The app forgets this idle conversation: let go of its session objects. The agent
+        keeps the session; the next message's runner takes it up again."""
+        self.sessions.release()
 
     async def say(self, text: str) -> None:
         await self.services.deliver(self.surface, self.key, text)
@@ -148,6 +171,7 @@ class ChatRunner:
                         queued.done.set()
         finally:  # a crash never leaves the conversation busy
             self.running = False
+            self.idle_since = time.monotonic()
             for queued in self.queue:
                 queued.done.set()
             self.queue.clear()

@@ -25,8 +25,11 @@ already waiting included) waits until its `retry_after` has passed. It is record
 first pacer that sees the `RateLimited` (the adapter's `call`, where the call was made, or the
 bot's reply stream for a surface that paces nothing itself): `ChatPacer.record` marks it.
 
-Chats with nothing queued and nothing left to wait for are forgotten (`Pacing.prune`, also run by
-`call` itself every `prune_every` seconds); a forgotten chat behaves exactly like a new one."""
+Chats with nothing queued and nothing left to wait for are forgotten (`Pacing.prune`); a forgotten
+chat behaves exactly like a new one. Every use (`for_chat`, the bot's reply stream; `call`, the
+adapter) prunes every `prune_every` seconds, and also whenever the number of chats remembered has
+doubled since the last prune, so a bot meeting many new chats keeps only the busy ones (the cost
+stays constant per use)."""
 
 from __future__ import annotations
 
@@ -35,8 +38,8 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -46,6 +49,8 @@ from surfaces.errors import RateLimited
 __all__ = ["ChatPacer", "GlobalBudget", "GroupWindow", "Pacing"]
 
 WINDOW = 60.0  # seconds a GroupWindow counts calls over
+# Below this many chats, pruning waits for its time (`prune_every`): it is not worth a scan.
+_PRUNE_MIN_SIZE = 256
 
 
 class GroupWindow:
@@ -101,7 +106,7 @@ class ChatPacer:
         self._turns = anyio.Lock()  # fair: turns are handed out in the order they were asked for
         self._calls = anyio.Lock()  # one platform call at a time
         self._ready = -math.inf  # no call may start before this: the previous one ended
-        self._users = 0  # callers waiting for a turn or inside `call`
+        self._users = 0  # callers waiting for a turn or inside `call`, streams `held`
 
     # -- the bot's turns -----------------------------------------------------------------------
 
@@ -124,6 +129,17 @@ class ChatPacer:
     def refund(self) -> None:
         """Give back a turn taken but not used, so the next operation need not wait for it."""
         self._last = self._previous
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Around a whole reply stream that paces with this pacer: it is not idle meanwhile, so
+        a prune never forgets it while the stream may still take turns (a new pacer for the
+        same chat would not know of them)."""
+        self._users += 1
+        try:
+            yield
+        finally:
+            self._users -= 1
 
     # -- the adapter's calls -------------------------------------------------------------------
 
@@ -190,6 +206,7 @@ class Pacing:
         self._group_window = group_window
         self._chats: dict[str, ChatPacer] = {}
         self._next_prune = time.monotonic() + prune_every
+        self._prune_at_size = _PRUNE_MIN_SIZE  # prune once this many chats are remembered
 
     def __len__(self) -> int:
         """How many chats are remembered."""
@@ -199,6 +216,8 @@ class Pacing:
         """The chat's pacer (`ConversationKey.chat`: threads of a chat share it)."""
         pacer = self._chats.get(chat)
         if pacer is None:
+            if len(self._chats) >= self._prune_at_size or time.monotonic() >= self._next_prune:
+                self.prune()
             window = self._group_window(chat) if self._group_window is not None else None
             pacer = self._chats[chat] = ChatPacer(self.interval, window=window)
         return pacer
@@ -223,6 +242,7 @@ class Pacing:
         self._next_prune = time.monotonic() + self._prune_every
         for chat in [chat for chat, pacer in self._chats.items() if pacer.is_idle()]:
             del self._chats[chat]
+        self._prune_at_size = max(_PRUNE_MIN_SIZE, 2 * len(self._chats))
 
 
 class GlobalBudget:

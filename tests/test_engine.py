@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from acp import AcpRuntime
+from bot.app import RELEASE_AFTER
 from bot.faults import fault_sentence
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
@@ -439,6 +441,36 @@ async def test_a_killed_agent_is_respawned_on_the_next_message_and_resumes_the_s
     (loaded,) = fake_agent.frames_in("session/load")
     (created,) = _new_results(fake_agent)
     assert loaded["params"]["sessionId"] == created["frame"]["result"]["sessionId"]
+    shown = surface.transcript()
+    assert "Echo: second" in shown
+    assert "could not be restored" not in shown
+
+
+async def test_an_idle_conversation_is_released_and_its_next_message_resumes_the_same_session(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    """The runner and session objects go; the agent keeps the session, and the next message takes
+    it up again without session/load (this agent could not load it) and without a notice."""
+    surface = ScriptedSurface()
+    settings = engine_settings(tmp_path, fake_agent, "--no-load")
+    async with running_app(settings, surface) as app:
+        await finished(surface.post(surface.message("alice", "first")))
+        session = app.runners[CHAT].sessions.current
+        assert session is not None
+        client = session.client
+        app.release_idle(time.monotonic() + RELEASE_AFTER)
+        assert CHAT not in app.runners
+        assert client.sessions == {}
+        assert session.session_id not in client.runtime.handle._inboxes
+        await finished(surface.post(surface.message("alice", "second")))
+        again = app.runners[CHAT].sessions.current
+        assert again is not None and again is not session
+        assert again.session_id == session.session_id
+    assert fake_agent.spawns() == 1
+    assert fake_agent.frames_in("session/load") == []
+    assert len(fake_agent.frames_in("session/new")) == 1
+    prompted = {f["params"]["sessionId"] for f in fake_agent.frames_in("session/prompt")}
+    assert prompted == {session.session_id}
     shown = surface.transcript()
     assert "Echo: second" in shown
     assert "could not be restored" not in shown
