@@ -45,6 +45,10 @@ INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 
 
+# Cancelled timers are swept from the heap once there are this many and they are most of it.
+_COMPACT_TIMERS_AT = 64
+
+
 class AcpRuntimeError(Exception):
     """Root of the process/transport failures."""
 
@@ -272,6 +276,15 @@ class SessionHandle:
 
     def cancel_timer(self, timer_id: int) -> None:
         self._cancelled_timers.add(timer_id)
+        # A cancelled timer stays in the heap until its time (a turn's is its prompt timeout,
+        # minutes away), holding what its callback holds (the turn's inbox). Once most of the
+        # heap is cancelled, rebuild it without them: memory follows the live timers, and the
+        # rebuild costs about one heap operation per cancellation.
+        cancelled = self._cancelled_timers
+        if len(cancelled) >= _COMPACT_TIMERS_AT and 2 * len(cancelled) >= len(self._timers):
+            self._timers[:] = [timer for timer in self._timers if timer[1] not in cancelled]
+            heapq.heapify(self._timers)
+            cancelled.clear()  # ids of timers that already ran go too: they never come back
 
     async def _run_timers(self) -> None:
         while True:

@@ -389,3 +389,20 @@ async def test_a_permission_request_withdrawn_right_after_it_was_sent_is_still_w
         {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
     ]
     assert all(pending.withdrawn for pending in seen)
+
+
+def test_cancelled_timers_are_swept_from_the_heap_and_live_ones_are_kept() -> None:
+    """A turn's prompt-timeout timer is cancelled when the turn ends, minutes before its time:
+    the heap must not hold every finished turn's timer (and the inbox its callback holds)."""
+    from typing import cast
+
+    from acp.session_handle import SessionHandle
+
+    handle = SessionHandle(cast(Any, None), cast(Any, None))  # never served: only the timers
+    far = 1e9  # never due
+    live = handle.call_at(far, lambda: None)
+    for index in range(1000):
+        handle.cancel_timer(handle.call_at(far + index, lambda: None))
+    assert len(handle._timers) < 100
+    assert live in {timer_id for _, timer_id, _ in handle._timers}
+    assert live not in handle._cancelled_timers
