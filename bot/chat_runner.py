@@ -3,7 +3,9 @@ each turn through the retry ladder (`bot.ladder`) with the reply stream as its o
 with the final text and a notice (`bot.notices`), and keeps a fault to the turn it happened in.
 
 It depends on `ConversationServices` (the agent pool, replies, the store, approvals), never on
-the app that implements them."""
+the app that implements them. A runner lives while its conversation is in use: the app releases
+one that has been `idle` for a while (`release` lets go of its session objects, the agent keeps
+the session) and builds a new one for the next message."""
 
 from __future__ import annotations
 
