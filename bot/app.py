@@ -47,9 +47,11 @@ log = logging.getLogger(__name__)
 # are cut (1 s), then agents get their shutdown ladder (about 4 s at worst).
 SHUTDOWN_BUDGET = 4.0
 
-# A conversation idle this long is released (checked about every RELEASE_AFTER / 4 seconds): long
-# enough that a burst of messages, or a command right after a reply, finds its runner still there.
-RELEASE_AFTER = 5.0
+# A conversation idle this long is released (checked about every RELEASE_AFTER / 4 seconds). A
+# released conversation behaves as before, so this is short: a busy bot keeps only its last few
+# seconds of conversations; a burst of messages, or a command right after a reply, still finds its
+# runner (no store read to rebuild it).
+RELEASE_AFTER = 2.0
 # Released conversations whose agent-reported state (/status's context, /help's agent commands)
 # is kept; past this, the oldest show what a restarted bot shows until their next turn.
 MEMO_LIMIT = 10_000
