@@ -450,11 +450,16 @@ async def test_an_idle_conversation_is_released_and_its_next_message_resumes_the
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
     """The runner and session objects go; the agent keeps the session, and the next message takes
-    it up again without session/load (this agent could not load it) and without a notice."""
+    it up again without session/load (this agent could not load it) and without a notice. What
+    /status shows from the agent (the context used) is still shown."""
     surface = ScriptedSurface()
     settings = engine_settings(tmp_path, fake_agent, "--no-load")
+    usage = script(
+        {"notify": {"method": "_kiro.dev/metadata", "params": {"contextUsagePercentage": 41.2}}},
+        {"chunk": "ok"},
+    )
     async with running_app(settings, surface) as app:
-        await finished(surface.post(surface.message("alice", "first")))
+        await finished(surface.post(surface.message("alice", usage)))
         session = app.runners[CHAT].sessions.current
         assert session is not None
         client = session.client
@@ -462,6 +467,8 @@ async def test_an_idle_conversation_is_released_and_its_next_message_resumes_the
         assert CHAT not in app.runners
         assert client.sessions == {}
         assert session.session_id not in client.runtime.handle._inboxes
+        await finished(surface.post(surface.message("alice", "/status")))
+        assert "Context: 41% used" in surface.transcript()
         await finished(surface.post(surface.message("alice", "second")))
         again = app.runners[CHAT].sessions.current
         assert again is not None and again is not session

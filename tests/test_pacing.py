@@ -108,6 +108,25 @@ async def test_calls_prune_the_gate_by_themselves_every_so_often() -> None:
     assert len(gate) == 1
 
 
+async def test_many_new_chats_are_pruned_before_prune_every_has_passed() -> None:
+    gate = Pacing(0.0, prune_every=3600.0)
+    for chat in range(2000):
+        async with gate.call(str(chat)):
+            pass
+        gate.for_chat(f"reply {chat}")  # the bot's reply streams ask for pacers too
+    assert len(gate) <= 600  # only what arrived since the last prune (a few hundred at most)
+
+
+async def test_a_pacer_held_by_a_reply_stream_is_not_pruned() -> None:
+    gate = Pacing(0.0)
+    pacer = gate.for_chat("streaming")
+    with pacer.held():
+        gate.prune()
+        assert gate.for_chat("streaming") is pacer
+    gate.prune()
+    assert len(gate) == 0
+
+
 async def test_a_429_raised_in_a_call_is_recorded_once_for_the_whole_chat() -> None:
     gate = Pacing(0.0)
     pacer = gate.for_chat("chat")
