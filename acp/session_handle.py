@@ -349,10 +349,13 @@ class SessionHandle:
             rest = chunk[last_newline + 1 :]
             pieces = [rest] if rest else []
             pending_size = len(rest)
+            # Asked once per read rather than once per frame: a read holds thousands of frames.
+            debug = log.isEnabledFor(logging.DEBUG)
+            dispatch = self._dispatch_line
             for line in data.split(b"\n"):
-                self._dispatch_line(line, tg)
+                dispatch(line, tg, debug)
 
-    def _dispatch_line(self, line: bytes, tg: anyio.abc.TaskGroup) -> None:
+    def _dispatch_line(self, line: bytes, tg: anyio.abc.TaskGroup, debug: bool) -> None:
         if len(line) > self._max_line:
             log.warning("dropping a line of %d bytes from the agent", len(line))
             return
@@ -366,7 +369,7 @@ class SessionHandle:
             log.debug("skipping non-object JSON from agent: %r", line[:_LOGGED_LINE_CHARS])
             return
         method = message.get("method")
-        if log.isEnabledFor(logging.DEBUG):
+        if debug:
             _log_frame("<-", _frame_label(message), line)
         if method is None:
             if "id" in message:
@@ -386,7 +389,7 @@ class SessionHandle:
             tg.start_soon(self._answer, message["id"], method, params, scope)
             return
         session_id = params.get("sessionId") if type(params) is dict else None
-        inbox = self._inboxes.get(session_id) if isinstance(session_id, str) else None
+        inbox = self._inboxes.get(session_id) if type(session_id) is str else None
         if inbox is not None:
             inbox.push(("n", method, params))
         elif method == "$/cancel_request" and isinstance(params, dict):
