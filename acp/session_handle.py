@@ -28,9 +28,9 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import msgspec
 
 from acp._dispatch import redact, redact_links
+from acp._frame_parsing import parse_line
 from config import valid_text
 
 log = logging.getLogger(__name__)
@@ -119,41 +119,6 @@ class _Waiter:
     def __call__(self, value: RpcReply | AcpRuntimeError) -> None:
         self.value = value
         self.event.set()
-
-
-_fast_decode = msgspec.json.Decoder().decode
-_raw_decode = json.JSONDecoder().raw_decode
-
-
-def _parse_line(line: bytes) -> Any:
-    """`json.loads(line)`: the same value, or the same error, only faster for the usual frame.
-
-    msgspec decodes a well-formed UTF-8 frame several times faster than the stdlib, to the same
-    Python values (big integers stay ints). What it rejects, json.loads may still accept: lone
-    surrogates in `\\u` escapes or encoded as bytes, NaN and Infinity, out-of-range floats, a BOM,
-    UTF-16 and UTF-32. Those lines go to the stdlib, so results and errors match json.loads
-    (even a nesting too deep for either, which both report as RecursionError, in its words)."""
-    try:
-        return _fast_decode(line)
-    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
-        pass
-    return _stdlib_parse_line(line)
-
-
-def _stdlib_parse_line(line: bytes) -> Any:
-    """`json.loads(line)`, minus its per-call overhead for a line that starts with `{"` (so
-    json.loads would pick UTF-8) and ends where the JSON value ends. Any other line, or one the
-    shortcut cannot finish, goes to json.loads itself."""
-    if line.startswith(b'{"'):
-        try:
-            text = line.decode("utf-8", "surrogatepass")
-            value, end = _raw_decode(text)
-        except ValueError:
-            pass
-        else:
-            if end == len(text):
-                return value
-    return json.loads(line)
 
 
 def _log_frame(direction: str, label: str, line: bytes) -> None:
@@ -360,7 +325,7 @@ class SessionHandle:
             log.warning("dropping a line of %d bytes from the agent", len(line))
             return
         try:
-            message = _parse_line(line)
+            message = parse_line(line)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
             if line.strip():
                 log.debug("skipping non-JSON line from agent: %r", line[:_LOGGED_LINE_CHARS])

@@ -1,4 +1,4 @@
-"""`_parse_line` answers exactly as `json.loads` does: msgspec for the usual frame, the stdlib for
+"""`parse_line` answers exactly as `json.loads` does: msgspec for the usual frame, the stdlib for
 whatever msgspec rejects, so a value, or an error, never depends on which parser took the line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp.session_handle import _parse_line
+from acp._frame_parsing import parse_line
 
 LINES = [
     b'{"jsonrpc":"2.0","method":"session/update","params":{"update":{"text":"x"}}}',
@@ -45,9 +45,9 @@ def _outcome(parse: Any, line: bytes) -> tuple[str, Any]:
 
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
-def test_parse_line_matches_json_loads(line: bytes) -> None:
-    assert _outcome(_parse_line, line) == _outcome(json.loads, line)
+def testparse_line_matches_json_loads(line: bytes) -> None:
+    assert _outcome(parse_line, line) == _outcome(json.loads, line)
 
 
 def test_big_integers_keep_their_type() -> None:
-    assert type(_parse_line(b'{"id":18446744073709551616}')["id"]) is int
+    assert type(parse_line(b'{"id":18446744073709551616}')["id"]) is int
