@@ -155,10 +155,9 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
             text = content.get("text")
             if isinstance(text, str):
                 message_id = update.get("messageId")
+                # positional: the cheapest call of the dataclass constructor
                 return AcpEvent(
-                    _TEXT,
-                    text=valid_text(text),
-                    message_id=message_id if isinstance(message_id, str) else None,
+                    _TEXT, valid_text(text), message_id if type(message_id) is str else None
                 )
     if variant == "agent_message_chunk" or variant == "agent_thought_chunk":
         parsed = _content_text(update.get("content"))

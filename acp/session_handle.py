@@ -30,6 +30,7 @@ import anyio
 import anyio.abc
 
 from acp._dispatch import redact, redact_links
+from acp._frame_parsing import parse_line
 from config import valid_text
 
 log = logging.getLogger(__name__)
@@ -122,25 +123,6 @@ class _Waiter:
     def __call__(self, value: RpcReply | AcpRuntimeError) -> None:
         self.value = value
         self.event.set()
-
-
-_raw_decode = json.JSONDecoder().raw_decode
-
-
-def _parse_line(line: bytes) -> Any:
-    """`json.loads(line)`, minus its per-call overhead for the usual frame: a line that starts
-    with `{"` (so json.loads would pick UTF-8) and ends where the JSON value ends. Any other line,
-    or one the shortcut cannot finish, goes to json.loads itself, so results and errors match."""
-    if line.startswith(b'{"'):
-        try:
-            text = line.decode("utf-8", "surrogatepass")
-            value, end = _raw_decode(text)
-        except ValueError:
-            pass
-        else:
-            if end == len(text):
-                return value
-    return json.loads(line)
 
 
 def _log_frame(direction: str, label: str, line: bytes) -> None:
@@ -345,15 +327,18 @@ class SessionHandle:
             rest = chunk[last_newline + 1 :]
             pieces = [rest] if rest else []
             pending_size = len(rest)
+            # Asked once per read rather than once per frame: a read holds thousands of frames.
+            debug = log.isEnabledFor(logging.DEBUG)
+            dispatch = self._dispatch_line
             for line in data.split(b"\n"):
-                self._dispatch_line(line, tg)
+                dispatch(line, tg, debug)
 
-    def _dispatch_line(self, line: bytes, tg: anyio.abc.TaskGroup) -> None:
+    def _dispatch_line(self, line: bytes, tg: anyio.abc.TaskGroup, debug: bool) -> None:
         if len(line) > self._max_line:
             log.warning("dropping a line of %d bytes from the agent", len(line))
             return
         try:
-            message = _parse_line(line)
+            message = parse_line(line)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
             if line.strip():
                 log.debug("skipping non-JSON line from agent: %r", line[:_LOGGED_LINE_CHARS])
@@ -362,7 +347,7 @@ class SessionHandle:
             log.debug("skipping non-object JSON from agent: %r", line[:_LOGGED_LINE_CHARS])
             return
         method = message.get("method")
-        if log.isEnabledFor(logging.DEBUG):
+        if debug:
             _log_frame("<-", _frame_label(message), line)
         if method is None:
             if "id" in message:
@@ -382,7 +367,7 @@ class SessionHandle:
             tg.start_soon(self._answer, message["id"], method, params, scope)
             return
         session_id = params.get("sessionId") if type(params) is dict else None
-        inbox = self._inboxes.get(session_id) if isinstance(session_id, str) else None
+        inbox = self._inboxes.get(session_id) if type(session_id) is str else None
         if inbox is not None:
             inbox.push(("n", method, params))
         elif method == "$/cancel_request" and isinstance(params, dict):

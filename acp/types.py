@@ -168,7 +168,10 @@ class AcpPromptStats:
         return replace(self, stop_reason=STOP_REASON_REFUSAL)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, which made building
+# one event per streamed chunk cost about four times as much. Nothing mutates an event once it is
+# yielded; a changed copy is made with dataclasses.replace, as before.
+@dataclass(slots=True)
 class AcpEvent:
     kind: EventKind
     text: str = ""
