@@ -22,7 +22,7 @@ from bot.commands import command_menu
 from config import ConfigError, load_settings
 from surfaces.base import ConversationKey, Inbound
 from surfaces.discord import create_surface
-from surfaces.discord.adapter import EDIT, NEW_MESSAGE, DiscordSurface
+from surfaces.discord.adapter import DiscordSurface
 from surfaces.discord.convert import (
     ZWSP,
     command_payloads,
@@ -32,6 +32,7 @@ from surfaces.discord.convert import (
     strip_mention,
     thread_name,
 )
+from surfaces.discord.spending import EDIT, NEW_MESSAGE
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.pacing import GlobalBudget
 from tests.conftest import FakeAgent, script
