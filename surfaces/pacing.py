@@ -228,7 +228,8 @@ class Pacing:
 class GlobalBudget:
     """A budget for a whole surface: calls `1/rate` seconds apart, slots handed out by priority
     (lower first: new messages, so the first text shows soon, before edits) and then in order.
-    `take_if_free` is for calls worth making only when a slot is free at once (typing)."""
+    `take_if_free` is for calls worth making only when a slot is free at once (typing);
+    `take_unless_queued` for calls worth a short wait but never a place in a queue (live edits)."""
 
     def __init__(self, rate: float) -> None:
         self._interval = 1.0 / rate if rate > 0 else 0.0
@@ -241,6 +242,14 @@ class GlobalBudget:
         if self._waiting or now < self._next:
             return False
         self._next = now + self._interval
+        return True
+
+    async def take_unless_queued(self, priority: int) -> bool:
+        """Take the next slot, waiting at most about one interval for it, when no other call is
+        waiting (True); refuse at once otherwise (False), so the slot goes to those that wait."""
+        if self._waiting:
+            return False
+        await self.take(priority)
         return True
 
     async def take(self, priority: int) -> None:

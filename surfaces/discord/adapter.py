@@ -333,9 +333,10 @@ class DiscordSurface:
             if ref is not None:
                 return ref
         channel = self._messageable(key)
-        await self._spending.new_message()
+        # A live message after the first of its reply may be declined while the budget is busy.
+        await self._spending.new_message(channel.id, final=formatted)
         message = await REST.call(channel.send(content, allowed_mentions=NO_MENTIONS))
-        self._spending.shown(message.id, content)
+        self._spending.sent(channel.id, message.id, content, final=formatted)
         return MessageRef(key, str(message.id))
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
@@ -347,7 +348,7 @@ class DiscordSurface:
         # Live edits (not `formatted`) may be declined with a RateLimited while the budget is busy.
         if await self._spending.edit(message_id, content, final=formatted):
             await EDITS.call(message.edit(content=content, allowed_mentions=NO_MENTIONS))
-            self._spending.shown(message_id, content)
+            self._spending.edited(int(ref.key.chat), message_id, content, final=formatted)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # Discord has no drafts: the bot streams by editing
