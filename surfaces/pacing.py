@@ -241,8 +241,15 @@ class GlobalBudget:
         now = time.monotonic()
         if self._waiting or now < self._next:
             return False
-        self._next = now + self._interval
+        self._next = self._after(now)
         return True
+
+    def _after(self, now: float) -> float:
+        """When the slot after one taken `now` is free. A slot taken less than an interval late
+        (a busy loop woke its caller late) still counts from when it was free, so lateness does
+        not eat into the rate; after a longer idle spell the count starts afresh from now."""
+        start = self._next if now - self._next < self._interval else now
+        return start + self._interval
 
     async def take_unless_queued(self, priority: int) -> bool:
         """Take the next slot, waiting at most about one interval for it, when no other call is
@@ -263,7 +270,7 @@ class GlobalBudget:
                     wait = self._next - time.monotonic()
                     if wait <= 0:
                         heapq.heappop(self._waiting)
-                        self._next = max(self._next, time.monotonic()) + self._interval
+                        self._next = self._after(time.monotonic())
                         return
                     with anyio.move_on_after(wait):
                         await entry[2].wait()
