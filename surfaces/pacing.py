@@ -252,8 +252,9 @@ class GlobalBudget:
         return start + self._interval
 
     async def take_unless_queued(self, priority: int) -> bool:
-        """Take the next slot, waiting at most about one interval for it, when no other call is
-        waiting (True); refuse at once otherwise (False), so the slot goes to those that wait."""
+        """With no other call waiting, wait for the next slot at `priority` (more urgent calls
+        that come meanwhile still go first) and take it (True); otherwise refuse at once (False),
+        so the slots go to the calls already waiting."""
         if self._waiting:
             return False
         await self.take(priority)

@@ -14,11 +14,9 @@ Approvals: buttons whose presses come to `on_interaction` and go to the bot as a
 (`interactions.py`); the bot's outcome edits the message, removing the buttons.
 
 Rate limits: the bot paces each chat (`min_edit_interval`: Discord's per-channel budget is about
-a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; a global budget keeps
-all calls under Discord's global limit, spent by `spending.py`: new messages first, then final
-text, live edits only with a slot free, so with many conversations streaming each one's edits
-thin out (the bot coalesces them) instead of drawing 429s or delaying anyone's answer. Errors are
-translated by the tables of `errors.py`."""
+a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; `spending.py` keeps
+all calls under Discord's global limit, the answers first, so with many conversations streaming
+their live edits thin out instead of drawing 429s. Errors are translated by `errors.py`."""
 
 from __future__ import annotations
 
@@ -333,7 +331,6 @@ class DiscordSurface:
             if ref is not None:
                 return ref
         channel = self._messageable(key)
-        # A live message after the first of its reply may be declined while the budget is busy.
         await self._spending.new_message(channel.id, final=formatted)
         message = await REST.call(channel.send(content, allowed_mentions=NO_MENTIONS))
         self._spending.sent(channel.id, message.id, content, final=formatted)

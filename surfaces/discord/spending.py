@@ -2,9 +2,10 @@
 whole bot, shared by every chat; 429s count toward a temporary ban): when it is what limits, on
 what the person needs first.
 
-- **A reply's first message** comes first: it is the first text the person sees.
-- **The final text** comes next: the messages and edits that give each message of a reply its
-  finished, rendered text (and blank the live messages the final no longer needs).
+- **New messages** come first: a reply's first is the first text the person sees, and each
+  message of the final text has to be created once whatever else happens.
+- **Final edits** come next: those that give each live message its finished, rendered text (and
+  blank the live messages the final no longer needs).
 - **Live calls**, while the agent writes (edits that grow the text, and the messages the live
   text outgrows into), are worth a short wait for a slot but never a place in the queue: with
   other calls waiting they are declined with a `RateLimited` that is already recorded, so no
