@@ -100,12 +100,20 @@ def run_beside(
     `bench(fake)` run on an asyncio loop of its own, the fake closed, and the figures printed as
     the one JSON line the parent reads."""
     logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("aiohttp.server").addFilter(_not_abandoned)
     fake = FakeInThread(make, name)
     try:
         result = anyio.run(bench, fake, backend="asyncio")
     finally:
         fake.close()
     print(json.dumps(result), flush=True)
+
+
+def _not_abandoned(record: logging.LogRecord) -> bool:
+    """False for the fake server's report of a request whose client hung up while it was read:
+    the bot abandons its long polls when it stops, which is no error of the run."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, ConnectionResetError)
 
 
 def bench_settings(tmp: str, prompt_timeout: float, **surface: dict[str, Any]) -> Settings:

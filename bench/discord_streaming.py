@@ -24,7 +24,12 @@ to see what the production values buy.
 
 Reported: REST calls per reply (all, and by route), 429s received (target 0; by scope), time
 from the agent's first chunk to the first visible text in the DM (the first message arriving at
-the fake) p50/p99, and time from the first chunk to the last message call of the reply. Each
+the fake) p50/p99, and time from the first chunk to the last message call of the reply. Against
+the latter, the physical floor: the calls the final messages need (one per message the replies
+end with) divided by `--global-limit`, the soonest Discord would let the last of them arrive
+(`floor_s`; `whole_p99_over_floor` is the whole-reply p99 over it; target 1.3 or less), and the
+same at the surface's own budget, which keeps a margin below Discord's limit
+(`floor_at_budget_s`, `whole_p99_over_floor_at_budget`). Each
 reply's visible text (its messages, in order) is checked against what the agent said. The work
 runs in a child process bounded by `--timeout`; human lines, then one JSON line; exit status 0
 whatever the figures."""
@@ -67,7 +72,7 @@ MESSAGE_ROUTES = ("create_message", "edit_message")
 async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dict[str, Any]:
     from surfaces.base import ConversationKey
     from surfaces.discord import create_surface
-    from surfaces.discord.adapter import DiscordSurface
+    from surfaces.discord.adapter import GLOBAL_RATE, DiscordSurface
 
     api = fake.api
     count = args.conversations
@@ -160,6 +165,12 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dic
     replies = len(channels)
     message_calls = sum(by_route.get(route, 0) for route in MESSAGE_ROUTES)
     limited = sum(1 for _, channel, _, status in calls if status == 429)
+    latencies = reply_latencies(first_visible, whole)
+    final_messages = sum(len(t) for t in texts.values())
+    floor = final_messages / args.global_limit if args.global_limit > 0 else None
+    budget = GLOBAL_RATE if args.global_rate is None else args.global_rate
+    floor_at_budget = final_messages / budget if budget > 0 else None
+    p99 = latencies["whole_reply_s"]["p99"]
     return {
         "conversations": replies,
         "reply_chars": args.chars,
@@ -173,11 +184,17 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dic
         "all_turns_finished": all_done,
         "api_calls_per_reply": round(sum(by_route.values()) / replies, 2),
         "message_calls_per_reply": round(message_calls / replies, 2),
-        "messages_per_reply": round(sum(len(t) for t in texts.values()) / replies, 2),
+        "messages_per_reply": round(final_messages / replies, 2),
         "calls_by_route": dict(sorted(by_route.items())),
         "http_429": limited,
         "http_429_by_scope": limited_by,
-        **reply_latencies(first_visible, whole),
+        **latencies,
+        "floor_s": round(floor, 2) if floor else None,
+        "whole_p99_over_floor": round(p99 / floor, 2) if floor else None,
+        "floor_at_budget_s": round(floor_at_budget, 2) if floor_at_budget else None,
+        "whole_p99_over_floor_at_budget": (
+            round(p99 / floor_at_budget, 2) if floor_at_budget else None
+        ),
         "streaming_s": round(math.ceil(args.chars / args.chunk_chars) * args.chunk_gap, 2),
         "inject_to_all_done_s": round(finished - injected, 2),
         "wall_s": round(finished - started, 2),
@@ -228,6 +245,16 @@ def _show(result: dict[str, Any]) -> None:
         f"max {first['max']} ms"
     )
     print(f"  first chunk -> whole reply:    p50 {whole['p50']} s, p99 {whole['p99']} s")
+    if result["floor_s"] is not None:
+        print(
+            f"  floor (final calls / limit):   {result['floor_s']} s; whole-reply p99 / floor "
+            f"{result['whole_p99_over_floor']} (target <= 1.3)"
+        )
+    if result["floor_at_budget_s"] is not None:
+        print(
+            f"  floor at the bot's own budget: {result['floor_at_budget_s']} s; whole-reply p99 / "
+            f"that floor {result['whole_p99_over_floor_at_budget']}"
+        )
     print(f"  all replies done after:        {result['inject_to_all_done_s']} s")
 
 

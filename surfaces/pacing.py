@@ -248,7 +248,8 @@ class Pacing:
 class GlobalBudget:
     """A budget for a whole surface: calls `1/rate` seconds apart, slots handed out by priority
     (lower first: new messages, so the first text shows soon, before edits) and then in order.
-    `take_if_free` is for calls worth making only when a slot is free at once (typing)."""
+    `take_if_free` is for calls worth making only when a slot is free at once (typing);
+    `take_unless_queued` for calls worth a short wait but never a place in a queue (live edits)."""
 
     def __init__(self, rate: float) -> None:
         self._interval = 1.0 / rate if rate > 0 else 0.0
@@ -260,7 +261,23 @@ class GlobalBudget:
         now = time.monotonic()
         if self._waiting or now < self._next:
             return False
-        self._next = now + self._interval
+        self._next = self._after(now)
+        return True
+
+    def _after(self, now: float) -> float:
+        """When the slot after one taken `now` is free. A slot taken less than an interval late
+        (a busy loop woke its caller late) still counts from when it was free, so lateness does
+        not eat into the rate; after a longer idle spell the count starts afresh from now."""
+        start = self._next if now - self._next < self._interval else now
+        return start + self._interval
+
+    async def take_unless_queued(self, priority: int) -> bool:
+        """With no other call waiting, wait for the next slot at `priority` (more urgent calls
+        that come meanwhile still go first) and take it (True); otherwise refuse at once (False),
+        so the slots go to the calls already waiting."""
+        if self._waiting:
+            return False
+        await self.take(priority)
         return True
 
     async def take(self, priority: int) -> None:
@@ -274,7 +291,7 @@ class GlobalBudget:
                     wait = self._next - time.monotonic()
                     if wait <= 0:
                         heapq.heappop(self._waiting)
-                        self._next = max(self._next, time.monotonic()) + self._interval
+                        self._next = self._after(time.monotonic())
                         return
                     with anyio.move_on_after(wait):
                         await entry[2].wait()

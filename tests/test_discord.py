@@ -22,7 +22,7 @@ from bot.commands import command_menu
 from config import ConfigError, load_settings
 from surfaces.base import ConversationKey, Inbound
 from surfaces.discord import create_surface
-from surfaces.discord.adapter import EDIT, NEW_MESSAGE, DiscordSurface
+from surfaces.discord.adapter import DiscordSurface
 from surfaces.discord.convert import (
     ZWSP,
     command_payloads,
@@ -32,6 +32,7 @@ from surfaces.discord.convert import (
     strip_mention,
     thread_name,
 )
+from surfaces.discord.spending import EDIT, NEW_MESSAGE, Spending
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.pacing import GlobalBudget
 from tests.conftest import FakeAgent, script
@@ -501,6 +502,25 @@ async def test_the_global_budget_spaces_all_calls_and_serves_new_messages_before
         assert not budget.take_if_free(), "typing gives way while calls wait"
     assert order == ["edit0", "new", "edit1", "edit2"]
     assert anyio.current_time() - started >= 0.14  # four slots, 50 ms apart
+
+
+async def test_a_busy_budget_declines_live_calls_and_skips_final_edits_that_change_nothing() -> (
+    None
+):
+    spending = Spending(rate=20.0)  # a slot every 50 ms
+    assert await spending.edit(1, "live", final=False), "an idle budget takes a live edit"
+    spending.edited(7, 1, "live", final=False)
+    spending.sent(7, 2, "first", final=False)  # a reply's first live message, in channel 7
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(spending.new_message)  # another chat's message waits for the next slot
+        await anyio.sleep(0.01)
+        with pytest.raises(RateLimited) as declined:
+            await spending.edit(1, "live, longer", final=False)
+        assert declined.value.recorded, "our own budget's: no pacer holds the chat back"
+        with pytest.raises(RateLimited):  # a later live message of the same reply
+            await spending.new_message(7, final=False)
+        assert not await spending.edit(1, "live", final=True), "the final text is on show"
+        assert await spending.edit(1, "final", final=True)
 
 
 # ---- pure conversions ---------------------------------------------------------------------------

@@ -14,10 +14,9 @@ Approvals: buttons whose presses come to `on_interaction` and go to the bot as a
 (`interactions.py`); the bot's outcome edits the message, removing the buttons.
 
 Rate limits: the bot paces each chat (`min_edit_interval`: Discord's per-channel budget is about
-a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; a `GlobalBudget`
-keeps all calls under Discord's global limit (50 a second; 429s count toward a temporary ban),
-new messages before edits, so with many conversations streaming each one's edits thin out (the
-bot coalesces them) instead of drawing 429s. Errors are translated by the tables of `errors.py`."""
+a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; `spending.py` keeps
+all calls under Discord's global limit, the answers first, so with many conversations streaming
+their live edits thin out instead of drawing 429s. Errors are translated by `errors.py`."""
 
 from __future__ import annotations
 
@@ -72,16 +71,15 @@ from surfaces.discord.interactions import (
 )
 from surfaces.discord.places import NAME, Places, conversation_key
 from surfaces.discord.sdk import discord
+from surfaces.discord.spending import Spending
 from surfaces.errors import SendFailed
 from surfaces.lanes import Lanes
-from surfaces.pacing import GlobalBudget
 
 log = logging.getLogger(__name__)
 
 COMMAND_SYNC_TIMEOUT = 10.0
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
-NEW_MESSAGE, EDIT = 0, 1  # priorities for the global budget
 # Why a thread may not open (ValueError: a name discord.py refuses); the channel answers instead.
 _THREAD_FAILURES: tuple[type[Exception], ...] = (*SDK_FAILURES, ValueError)
 
@@ -127,7 +125,7 @@ class DiscordSurface:
             command_prefixes=("!", "/"),
         )
         self._guild_ready_timeout = guild_ready_timeout
-        self._budget = GlobalBudget(global_rate)  # the whole bot's requests a second
+        self._spending = Spending(global_rate)  # the whole bot's requests a second
         # Everyone the bot may answer: used only to give strangers nothing (no thread, no ack);
         # the bot's access policy decides everything else.
         self._known = frozenset([*settings.allowed_users, *settings.approvers, *settings.admins])
@@ -227,7 +225,7 @@ class DiscordSurface:
 
     async def _open_thread(self, message: discord.Message, user: UserRef, text: str) -> None:
         try:
-            await self._budget.take(NEW_MESSAGE)
+            await self._spending.new_message()
             thread = await message.create_thread(
                 name=thread_name(text, f"Chat with {user.label}"),
                 auto_archive_duration=THREAD_ARCHIVE_MINUTES,
@@ -333,8 +331,9 @@ class DiscordSurface:
             if ref is not None:
                 return ref
         channel = self._messageable(key)
-        await self._budget.take(NEW_MESSAGE)
+        await self._spending.new_message(channel.id, final=formatted)
         message = await REST.call(channel.send(content, allowed_mentions=NO_MENTIONS))
+        self._spending.sent(channel.id, message.id, content, final=formatted)
         return MessageRef(key, str(message.id))
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
@@ -343,8 +342,10 @@ class DiscordSurface:
         if await self._interactions.edit(message_id, content):
             return
         message = self._messageable(ref.key).get_partial_message(message_id)
-        await self._budget.take(EDIT)
-        await EDITS.call(message.edit(content=content, allowed_mentions=NO_MENTIONS))
+        # Live edits (not `formatted`) may be declined with a RateLimited while the budget is busy.
+        if await self._spending.edit(message_id, content, final=formatted):
+            await EDITS.call(message.edit(content=content, allowed_mentions=NO_MENTIONS))
+            self._spending.edited(int(ref.key.chat), message_id, content, final=formatted)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # Discord has no drafts: the bot streams by editing
@@ -353,7 +354,7 @@ class DiscordSurface:
         if current_followup(key) is not None:
             return  # the deferred answer already shows "thinking…"
         channel = self._messageable(key)
-        if not self._budget.take_if_free():
+        if not self._spending.take_if_free():
             return  # busy: the text itself is on its way
         await REST.call(channel.typing())
 
@@ -369,7 +370,7 @@ class DiscordSurface:
         content = fit(plain(prompt))
         view = buttons(choices)
         channel = self._messageable(key)
-        await self._budget.take(NEW_MESSAGE)
+        await self._spending.new_message()
         message = await REST.call(channel.send(content, view=view, allowed_mentions=NO_MENTIONS))
         self._choices[message.id] = _OpenChoice(key, frozenset(allowed_users))
         return MessageRef(key, str(message.id))
@@ -378,7 +379,7 @@ class DiscordSurface:
         self._choices.pop(int(ref.id), None)  # no more presses to check
         content = closed_choice_text(fit(plain(prompt)), outcome)
         message = self._messageable(ref.key).get_partial_message(int(ref.id))
-        await self._budget.take(NEW_MESSAGE)  # an approval's outcome: as urgent as a message
+        await self._spending.new_message()  # an approval's outcome: as urgent as a message
         await EDITS.call(message.edit(content=content, view=None, allowed_mentions=NO_MENTIONS))
 
     # ---- helpers -------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""How the Discord surface spends Discord's global budget (about 50 requests a second for the
+whole bot, shared by every chat; 429s count toward a temporary ban): when it is what limits, on
+what the person needs first.
+
+- **New messages** come first: a reply's first is the first text the person sees, and each
+  message of the final text has to be created once whatever else happens.
+- **Final edits** come next: those that give each live message its finished, rendered text (and
+  blank the live messages the final no longer needs).
+- **Live calls**, while the agent writes (edits that grow the text, and the messages the live
+  text outgrows into), are worth a short wait for a slot but never a place in the queue: with
+  other calls waiting they are declined with a `RateLimited` that is already recorded, so no
+  pacer holds the chat back for it. The reply stream keeps that text as not shown and folds it,
+  with whatever arrived meanwhile, into its next turn. A busy budget thus thins out each chat's
+  intermediate calls instead of queueing stale ones ahead of other chats' answers.
+- A final edit that would show exactly what the message already shows is skipped while the
+  budget is busy; with a slot free it is made, as it always was.
+
+What each message shows, and which chats have a reply's live messages on show, are remembered
+for the latest `MEMORY` of each, so the memory stays bounded however many chats the bot meets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from surfaces.errors import RateLimited
+from surfaces.pacing import GlobalBudget
+from surfaces.text import ELLIPSIS
+
+__all__ = ["EDIT", "FINAL", "MEMORY", "NEW_MESSAGE", "Spending"]
+
+NEW_MESSAGE, FINAL, EDIT = 0, 1, 2  # the global budget's priorities, most urgent first
+MEMORY = 4096  # messages whose text, and chats whose live reply, are remembered
+
+
+class Spending:
+    """The surface's `GlobalBudget`, spent by the rules above. `sent` and `edited` are told of
+    each call that succeeded."""
+
+    def __init__(self, rate: float) -> None:
+        self.budget = GlobalBudget(rate)
+        self._shown: dict[int, str] = {}  # message id -> its text, oldest first
+        self._live: dict[int, None] = {}  # channels whose latest message is a live reply's
+
+    async def new_message(self, channel: int = 0, *, final: bool = True) -> None:
+        """Wait for a slot for a call that creates a message in `channel` (or opens a thread, or
+        closes an approval: as urgent as a new message). A live message after the first of its
+        reply is a live call (see `edit` for what a declined one raises)."""
+        if final or channel not in self._live:
+            await self.budget.take(NEW_MESSAGE)
+        elif not await self.budget.take_unless_queued(EDIT):
+            raise _declined()
+
+    async def edit(self, message_id: int, content: str, *, final: bool) -> bool:
+        """Wait for (or take) a slot for editing `message_id` to `content`: True when the call is
+        to be made, False when it need not be (a final edit changing nothing while the budget is
+        busy). Raises RateLimited, already recorded, for a live edit declined."""
+        if not final and content != ELLIPSIS:  # blanking a message is part of the final state
+            if await self.budget.take_unless_queued(EDIT):
+                return True
+            raise _declined()
+        if self._shown.get(message_id) == content:
+            return self.budget.take_if_free()  # made only when it costs nobody a slot
+        await self.budget.take(FINAL)
+        return True
+
+    def take_if_free(self) -> bool:
+        """A slot for a call worth making only when one is free at once (typing)."""
+        return self.budget.take_if_free()
+
+    def sent(self, channel: int, message_id: int, content: str, *, final: bool) -> None:
+        _remember(self._shown, message_id, content)
+        if final:
+            self._live.pop(channel, None)
+        else:
+            _remember(self._live, channel, None)
+
+    def edited(self, channel: int, message_id: int, content: str, *, final: bool) -> None:
+        _remember(self._shown, message_id, content)
+        if final:
+            self._live.pop(channel, None)  # the reply is being finished
+
+
+def _declined() -> RateLimited:
+    declined = RateLimited(0.0)
+    declined.recorded = True  # our own budget's, not Discord's: nothing to wait out
+    return declined
+
+
+def _remember(memory: dict[int, Any], key: int, value: Any) -> None:
+    memory.pop(key, None)  # re-inserted as the newest
+    memory[key] = value
+    if len(memory) > MEMORY:
+        del memory[next(iter(memory))]
