@@ -79,6 +79,8 @@ class PromptTurn:
         classify: ErrorFactory,
         looks_like_error: Callable[[str], bool],
         stderr_tail: Callable[[], str],
+        claim: Callable[[PromptTurn], None],
+        release: Callable[[PromptTurn], None],
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -89,6 +91,10 @@ class PromptTurn:
         self.classify = classify
         self.looks_like_error = looks_like_error
         self.stderr_tail = stderr_tail
+        # The session's bookkeeping around the turn, called as it starts (may refuse it: one
+        # turn per session) and once it has ended, however it ended.
+        self.claim = claim
+        self.release = release
         self.text_parts: list[str] = []
         self.tool_calls = 0
         self.refusal: RefusalInfo | None = None
@@ -152,21 +158,27 @@ class PromptTurn:
 
     # ---- the turn ---------------------------------------------------------------------------
     async def run(self, text: str) -> AsyncIterator[AcpEvent]:
+        """The turn's events, from sending the prompt to one TERMINAL event (or an error).
+
+        Each streamed chunk passes through here, so the loop drains every item that has arrived
+        before waiting again (one wake-up per burst), and the session's own bookkeeping is the
+        `claim`/`release` hooks rather than another async-generator layer around this one."""
+        self.claim(self)
         inbox = self.inbox
-        inbox.items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
-        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        self._request_id = await self.handle.send_request(
-            "session/prompt", params, _deliver_to(inbox)
-        )
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        items = inbox.items
         timed_out = False
         held: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         echoes_errors = self.backend.name == "claude"
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
-        items = inbox.items
-        if deadline is not None:
-            self._arm(deadline)
         try:
+            items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
+            params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+            self._request_id = await self.handle.send_request(
+                "session/prompt", params, _deliver_to(inbox)
+            )
+            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            if deadline is not None:
+                self._arm(deadline)
             while True:
                 if not items:
                     await inbox.wait()
@@ -196,7 +208,7 @@ class PromptTurn:
                     if event is None:
                         continue
                     kind = event.kind
-                    if kind is _TEXT:
+                    if kind is _TEXT and event.message_id != self._message_id:
                         event = self._separated(event)
                     if held is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
@@ -207,7 +219,8 @@ class PromptTurn:
                         if self._system_error:
                             self._held.append(event)
                             continue
-                        if event.text.strip() == KIRO_INTERRUPTED:
+                        chunk = event.text  # `in` first: it allocates nothing, unlike strip()
+                        if KIRO_INTERRUPTED in chunk and chunk.strip() == KIRO_INTERRUPTED:
                             yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
                             return
                         if echoes_errors and self.looks_like_error(event.text):
@@ -272,6 +285,7 @@ class PromptTurn:
             for pending in self.pending:
                 if not pending.answered:
                     pending.respond(None)
+            self.release(self)
 
     def _on_notification(self, method: str, params: Any, structured: bool) -> AcpEvent | None:
         if method == "session/update":

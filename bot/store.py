@@ -264,7 +264,8 @@ class SqliteStateStore:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="switchboard-store")
         future = self._worker.submit(call)
         with anyio.CancelScope(shield=True):
-            return await asyncio.wrap_future(future)
+            result = await asyncio.wrap_future(future)
+        return result
 
     async def _run(self, op: Callable[[sqlite3.Connection, float], T], *, write: bool) -> T:
         if self._closed:
