@@ -184,27 +184,12 @@ class PromptTurn:
                     await inbox.wait()
                 item = items.popleft()
                 tag = item[0]
-                if tag == "t":
-                    now = time.monotonic()
-                    if self._grace_deadline is not None and now >= self._grace_deadline:
-                        self.cancel_ignored = True
-                        break
-                    if deadline is not None and not timed_out and now >= deadline:
-                        timed_out = True
-                        await self.cancel(grace=min(self.cancel_grace, TIMEOUT_CANCEL_WAIT))
-                        continue
-                    limits = [deadline] if deadline is not None and not timed_out else []
-                    if self._grace_deadline is not None:
-                        limits.append(self._grace_deadline)
-                    if limits:  # moved on (time spent with a person)
-                        self._arm(min(limits))
-                    continue
-                if tag == "p" and held is not None:
-                    self.text_parts.append(held.text)
-                    yield held
-                    held = None
-                if tag == "n":
-                    event = self._on_notification(item[1], item[2], structured)
+                if tag == "n":  # the common case first: a chunk
+                    method = item[1]
+                    if method == "session/update":
+                        event = parse_update(item[2])
+                    else:
+                        event = self._on_notification(method, item[2], structured)
                     if event is None:
                         continue
                     kind = event.kind
@@ -239,6 +224,10 @@ class PromptTurn:
                                 yield held_event
                     yield event
                 elif tag == "p":
+                    if held is not None:  # a permission request: the held chunk was output
+                        self.text_parts.append(held.text)
+                        yield held
+                        held = None
                     started = time.monotonic()
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
@@ -273,6 +262,20 @@ class PromptTurn:
                         stderr_tail=self.stderr_tail(),
                         partial_output=self.partial_output,
                     ) from cause
+                elif tag == "t":  # a timer: the deadline or the cancel grace
+                    now = time.monotonic()
+                    if self._grace_deadline is not None and now >= self._grace_deadline:
+                        self.cancel_ignored = True
+                        break
+                    if deadline is not None and not timed_out and now >= deadline:
+                        timed_out = True
+                        await self.cancel(grace=min(self.cancel_grace, TIMEOUT_CANCEL_WAIT))
+                        continue
+                    limits = [deadline] if deadline is not None and not timed_out else []
+                    if self._grace_deadline is not None:
+                        limits.append(self._grace_deadline)
+                    if limits:  # moved on (time spent with a person)
+                        self._arm(min(limits))
             if timed_out:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
@@ -288,8 +291,7 @@ class PromptTurn:
             self.release(self)
 
     def _on_notification(self, method: str, params: Any, structured: bool) -> AcpEvent | None:
-        if method == "session/update":
-            return parse_update(params)
+        """The event a notification other than `session/update` stands for, if any."""
         if structured and method == "_kiro.dev/metadata" and isinstance(params, dict):
             refusal = parse_refusal(params)
             if refusal is not None:
