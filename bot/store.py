@@ -191,13 +191,10 @@ def _reason(exc: BaseException) -> str:
 
 
 class SqliteStateStore:
-    """The embedded store: one SQLite file (WAL), one connection, one transaction per call. The
-    file and its directory are created on first use.
-
-    Every call runs on one dedicated thread, started on first use and kept until `aclose`: the
-    connection only ever sees that thread, calls are serialised by it (no lock), and a call costs
-    one hand-off to a thread that is already waiting rather than a trip through anyio's shared
-    worker pool (which, under load, grew to dozens of threads taking turns on one connection).
+    """The embedded store: one SQLite file (WAL), one connection, one transaction per call, all
+    on one dedicated thread (started on first use, ended by `aclose`), which serialises the calls:
+    a call is one hand-off to a waiting thread, not a trip through anyio's shared worker pool
+    (under load, dozens of threads taking turns on one connection). Created on first use.
 
     `clock` (wall-clock seconds) decides expiry; it is injectable for tests. Wall time rather than
     a monotonic clock, because expiry instants are stored and must mean the same after a restart.
@@ -240,7 +237,6 @@ class SqliteStateStore:
         return conn
 
     def _run_sync(self, op: Callable[[sqlite3.Connection, float], T], write: bool) -> T:
-        """One transaction, on the store's thread."""
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -256,10 +252,11 @@ class SqliteStateStore:
             raise StoreError(self.location, _reason(exc)) from exc
 
     async def _on_thread(self, call: Callable[[], T]) -> T:
-        """Run `call` on the store's thread and wait for it. Not abandoned on cancellation: the
-        caller waits for the transaction to finish (a cancellation takes effect right after), so
-        a cancelled task never leaves a write half-known."""
-        await anyio.lowlevel.checkpoint_if_cancelled()  # a caller cancelled already starts nothing
+        """Run `call` on the store's thread. A cancelled caller starts nothing, and waits for
+        what it started (so no write is left half-known): the cancellation takes effect after."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise StoreError(self.location, "the store is closed")
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="switchboard-store")
         future = self._worker.submit(call)
@@ -268,8 +265,6 @@ class SqliteStateStore:
         return result
 
     async def _run(self, op: Callable[[sqlite3.Connection, float], T], *, write: bool) -> T:
-        if self._closed:
-            raise StoreError(self.location, "the store is closed")
         return await self._on_thread(lambda: self._run_sync(op, write))
 
     async def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -426,20 +421,20 @@ class SqliteStateStore:
         await self._execute("REPLACE INTO meta VALUES ('checked', 'ok')")
 
     async def aclose(self) -> None:
-        def close() -> None:
+        def close() -> None:  # behind every call already queued; any later one finds it closed
             self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
 
-        if self._worker is None:  # never used: no thread, no connection
-            self._closed = True
-            return
-        try:
-            await self._on_thread(close)
-        finally:
-            self._worker.shutdown(wait=False)  # its thread ends once idle
-            self._worker = None
+        worker = self._worker
+        if worker is not None and not self._closed:  # else no thread, no connection
+            try:
+                await self._on_thread(close)
+            finally:
+                worker.shutdown(wait=False)  # its thread ends once idle
+                self._worker = None
+        self._closed = True
 
 
 def open_store(location: str) -> StateStore:
