@@ -79,6 +79,8 @@ class PromptTurn:
         classify: ErrorFactory,
         looks_like_error: Callable[[str], bool],
         stderr_tail: Callable[[], str],
+        claim: Callable[[PromptTurn], None],
+        release: Callable[[PromptTurn], None],
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -89,6 +91,10 @@ class PromptTurn:
         self.classify = classify
         self.looks_like_error = looks_like_error
         self.stderr_tail = stderr_tail
+        # The session's bookkeeping around the turn, called as it starts (may refuse it: one
+        # turn per session) and once it has ended, however it ended.
+        self.claim = claim
+        self.release = release
         self.text_parts: list[str] = []
         self.tool_calls = 0
         self.refusal: RefusalInfo | None = None
@@ -152,51 +158,42 @@ class PromptTurn:
 
     # ---- the turn ---------------------------------------------------------------------------
     async def run(self, text: str) -> AsyncIterator[AcpEvent]:
+        """The turn's events, from sending the prompt to one TERMINAL event (or an error).
+
+        Each streamed chunk passes through here, so the loop drains every item that has arrived
+        before waiting again (one wake-up per burst), and the session's own bookkeeping is the
+        `claim`/`release` hooks rather than another async-generator layer around this one."""
+        self.claim(self)
         inbox = self.inbox
-        inbox.items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
-        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        self._request_id = await self.handle.send_request(
-            "session/prompt", params, _deliver_to(inbox)
-        )
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        items = inbox.items
         timed_out = False
         held: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         echoes_errors = self.backend.name == "claude"
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
-        items = inbox.items
-        if deadline is not None:
-            self._arm(deadline)
         try:
+            items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
+            params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+            self._request_id = await self.handle.send_request(
+                "session/prompt", params, _deliver_to(inbox)
+            )
+            deadline = None if self.timeout is None else time.monotonic() + self.timeout
+            if deadline is not None:
+                self._arm(deadline)
             while True:
                 if not items:
                     await inbox.wait()
                 item = items.popleft()
                 tag = item[0]
-                if tag == "t":
-                    now = time.monotonic()
-                    if self._grace_deadline is not None and now >= self._grace_deadline:
-                        self.cancel_ignored = True
-                        break
-                    if deadline is not None and not timed_out and now >= deadline:
-                        timed_out = True
-                        await self.cancel(grace=min(self.cancel_grace, TIMEOUT_CANCEL_WAIT))
-                        continue
-                    limits = [deadline] if deadline is not None and not timed_out else []
-                    if self._grace_deadline is not None:
-                        limits.append(self._grace_deadline)
-                    if limits:  # moved on (time spent with a person)
-                        self._arm(min(limits))
-                    continue
-                if tag == "p" and held is not None:
-                    self.text_parts.append(held.text)
-                    yield held
-                    held = None
-                if tag == "n":
-                    event = self._on_notification(item[1], item[2], structured)
+                if tag == "n":  # the common case first: a chunk
+                    method = item[1]
+                    if method == "session/update":
+                        event = parse_update(item[2])
+                    else:
+                        event = self._on_notification(method, item[2], structured)
                     if event is None:
                         continue
                     kind = event.kind
-                    if kind is _TEXT:
+                    if kind is _TEXT and event.message_id != self._message_id:
                         event = self._separated(event)
                     if held is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
@@ -207,7 +204,8 @@ class PromptTurn:
                         if self._system_error:
                             self._held.append(event)
                             continue
-                        if event.text.strip() == KIRO_INTERRUPTED:
+                        chunk = event.text  # `in` first: it allocates nothing, unlike strip()
+                        if KIRO_INTERRUPTED in chunk and chunk.strip() == KIRO_INTERRUPTED:
                             yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
                             return
                         if echoes_errors and self.looks_like_error(event.text):
@@ -226,6 +224,10 @@ class PromptTurn:
                                 yield held_event
                     yield event
                 elif tag == "p":
+                    if held is not None:  # a permission request: the held chunk was output
+                        self.text_parts.append(held.text)
+                        yield held
+                        held = None
                     started = time.monotonic()
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
@@ -260,6 +262,20 @@ class PromptTurn:
                         stderr_tail=self.stderr_tail(),
                         partial_output=self.partial_output,
                     ) from cause
+                elif tag == "t":  # a timer: the deadline or the cancel grace
+                    now = time.monotonic()
+                    if self._grace_deadline is not None and now >= self._grace_deadline:
+                        self.cancel_ignored = True
+                        break
+                    if deadline is not None and not timed_out and now >= deadline:
+                        timed_out = True
+                        await self.cancel(grace=min(self.cancel_grace, TIMEOUT_CANCEL_WAIT))
+                        continue
+                    limits = [deadline] if deadline is not None and not timed_out else []
+                    if self._grace_deadline is not None:
+                        limits.append(self._grace_deadline)
+                    if limits:  # moved on (time spent with a person)
+                        self._arm(min(limits))
             if timed_out:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
@@ -272,10 +288,10 @@ class PromptTurn:
             for pending in self.pending:
                 if not pending.answered:
                     pending.respond(None)
+            self.release(self)
 
     def _on_notification(self, method: str, params: Any, structured: bool) -> AcpEvent | None:
-        if method == "session/update":
-            return parse_update(params)
+        """The event a notification other than `session/update` stands for, if any."""
         if structured and method == "_kiro.dev/metadata" and isinstance(params, dict):
             refusal = parse_refusal(params)
             if refusal is not None:

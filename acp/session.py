@@ -113,14 +113,12 @@ class AcpSession:
     def busy(self) -> bool:
         return self.turn is not None
 
-    async def prompt(self, text: str, *, timeout: float | None = None) -> AsyncIterator[AcpEvent]:
-        """Yield the turn's events, ending with one TERMINAL event carrying the stats.
-
-        Raises an AcpError (or AcpRuntimeError) when the turn fails."""
-        if self.turn is not None:
-            raise AcpPromptBusy()
+    def prompt(self, text: str, *, timeout: float | None = None) -> AsyncIterator[AcpEvent]:
+        """The turn's events, ending with one TERMINAL event carrying the stats: an async
+        generator, which starts (and raises AcpPromptBusy if a turn already runs) when first
+        iterated. Raises an AcpError (or AcpRuntimeError) when the turn fails."""
         client = self.client
-        turn = PromptTurn(
+        return PromptTurn(
             handle=client.runtime.handle,
             inbox=self.inbox,
             session_id=self.session_id,
@@ -130,17 +128,21 @@ class AcpSession:
             classify=self._error_from,
             looks_like_error=_looks_like_error_text,
             stderr_tail=client.runtime.stderr.text,
-        )
+            claim=self._claim,
+            release=self._release,
+        ).run(text)
+
+    def _claim(self, turn: PromptTurn) -> None:
+        if self.turn is not None:
+            raise AcpPromptBusy()
         self.turn = turn
-        try:
-            async for event in turn.run(text):
-                yield event
-        finally:
-            self.turn = None
-            self.turns += 1
-            if turn.cancel_ignored:
-                # A hung agent would hold every later prompt: stop it; the next one respawns.
-                client.runtime.abandon()
+
+    def _release(self, turn: PromptTurn) -> None:
+        self.turn = None
+        self.turns += 1
+        if turn.cancel_ignored:
+            # A hung agent would hold every later prompt: stop it; the next one respawns.
+            self.client.runtime.abandon()
 
     def _error_from(self, error: dict[str, Any], partial_output: str) -> AcpError:
         return _acp_error_from(

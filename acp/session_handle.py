@@ -16,6 +16,7 @@ Errors of this layer::
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import json
@@ -95,22 +96,37 @@ InboxItem = tuple[Any, ...]
 
 
 class SessionInbox:
-    """Ordered items for one session, consumed by one task."""
+    """Ordered items for one session, consumed by one task.
 
-    __slots__ = ("_wakeup", "items")
+    The consumer drains `items` (everything that has arrived) and calls `wait` only once they
+    are empty, so a burst of frames costs it one wake-up. Every streamed chunk of a busy bot is
+    such a wake-up, so it is kept cheap: a bare future of the running asyncio loop (Switchboard
+    runs anyio on asyncio only), made only when the consumer really has to wait, rather than a
+    new `anyio.Event` (three objects and a waiter list) per chunk. Cancelling the waiting task
+    cancels the future, as with any anyio primitive. `push` is called on the loop's thread."""
+
+    __slots__ = ("_waiter", "items")
 
     def __init__(self) -> None:
         self.items: deque[InboxItem] = deque()
-        self._wakeup = anyio.Event()
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, item: InboxItem) -> None:
         self.items.append(item)
-        self._wakeup.set()
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():  # done: cancelled, and the consumer is on its way out
+                waiter.set_result(None)
 
     async def wait(self) -> None:
+        """Return once `items` is not empty (at once, without a checkpoint, when it is not)."""
         while not self.items:
-            await self._wakeup.wait()
-            self._wakeup = anyio.Event()
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
 
 
 class _Waiter:

@@ -33,6 +33,15 @@ def chunk_text(seq: int, chars: int) -> str:
     return f"{filler}{seq:06d}\n"
 
 
+async def sleep_until(at: float) -> None:
+    """Sleep until `time.perf_counter()` reaches `at`, if it has not yet. The delay is read from
+    the clock once and clamped: comparing one reading and sleeping on a later one's difference
+    could ask for a small negative delay, which anyio rejects with ValueError."""
+    delay = at - time.perf_counter()
+    if delay > 0:
+        await anyio.sleep(delay)
+
+
 def last_seq(text: str) -> int:
     """The highest chunk number a shown text includes (chunks arrive in order), or -1."""
     end = len(text.rstrip())
@@ -176,7 +185,7 @@ class ChunkClock:
                 continue
             now = time.perf_counter()
             wait = heap[0][0] - now
-            if wait > CLOCK_RESOLUTION:
+            if wait > CLOCK_RESOLUTION:  # positive: computed from one reading
                 with anyio.move_on_after(wait):
                     await self._added.wait()
                 if self._added.is_set():

@@ -88,6 +88,7 @@ from bench._clocked import (  # noqa: E402
     Stream,
     chunk_text,
     in_process_opener,
+    sleep_until,
 )
 from bench._harness import cpu_seconds as _cpu_seconds  # noqa: E402
 from bench._harness import peak_rss_mib as _peak_rss_mib  # noqa: E402
@@ -147,9 +148,7 @@ class BenchSurface:
             task_status.started()
             started = time.perf_counter()
             for index in range(self.conversations):
-                at = started + self.ramp * index / self.conversations
-                if at > time.perf_counter():
-                    await anyio.sleep(at - time.perf_counter())
+                await sleep_until(started + self.ramp * index / self.conversations)
                 tg.start_soon(converse, index)
 
     def render(self, markdown: str) -> str:
@@ -296,9 +295,7 @@ async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) 
         async with anyio.create_task_group() as conversations:
             started = time.perf_counter()
             for index in range(args.conversations):
-                at = started + args.ramp * index / args.conversations
-                if at > time.perf_counter():
-                    await anyio.sleep(at - time.perf_counter())
+                await sleep_until(started + args.ramp * index / args.conversations)
                 conversations.start_soon(converse, index)
         tg.cancel_scope.cancel()
     return {"agents_started": 0, "agent_cpu_s": round(clock.cpu, 3)}

@@ -36,6 +36,7 @@ from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
 from bot.reply import ReplyStream, open_reply
+from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, StateStore
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
@@ -223,7 +224,7 @@ class BotApp:
         """Run until every surface's input ends or `stop` is set, then wind down: running turns
         are cancelled with their partial output delivered, agents shut down."""
         self._surfaces = {surface.name: surface for surface in surfaces}
-        async with anyio.create_task_group() as tg:
+        async with tuned_for_serving(), anyio.create_task_group() as tg:
             self._tg = tg
             self._pool = RuntimePool(
                 tg, client_preparer(self.gate, self.settings), opener=self._opener

@@ -114,7 +114,7 @@ async def _stream(
                 event.permission.respond(answer)
                 continue
             if kind is EventKind.TEXT:
-                if event.text.strip():
+                if not attempt.activity and event.text.strip():
                     attempt.activity = True
                 attempt.text += event.text
             elif kind is EventKind.TOOL_CALL:

@@ -28,15 +28,17 @@ Failures are translated once, here: `sqlite3` and file-system errors become `Sto
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import anyio.to_thread
+import anyio
+import anyio.lowlevel
 
 from bot.conversation import Binding, ConversationKey
 from config import ConfigError
@@ -189,8 +191,10 @@ def _reason(exc: BaseException) -> str:
 
 
 class SqliteStateStore:
-    """The embedded store: one SQLite file (WAL), one connection used from worker threads under a
-    lock, one transaction per call. The file and its directory are created on first use.
+    """The embedded store: one SQLite file (WAL), one connection, one transaction per call, all
+    on one dedicated thread (started on first use, ended by `aclose`), which serialises the calls:
+    a call is one hand-off to a waiting thread, not a trip through anyio's shared worker pool
+    (under load, dozens of threads taking turns on one connection). Created on first use.
 
     `clock` (wall-clock seconds) decides expiry; it is injectable for tests. Wall time rather than
     a monotonic clock, because expiry instants are stored and must mean the same after a restart.
@@ -201,7 +205,7 @@ class SqliteStateStore:
         memory = self.location == ":memory:"
         self._target = None if memory else Path(self.location).expanduser()
         self._clock = clock
-        self._lock = threading.Lock()
+        self._worker: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._last_purge = float("-inf")
@@ -219,7 +223,7 @@ class SqliteStateStore:
             ":memory:" if self._target is None else self._target,
             timeout=BUSY_TIMEOUT,
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-            check_same_thread=False,  # used from anyio worker threads, serialised by _lock
+            check_same_thread=False,  # opened and used on the store's thread, closed there too
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -233,25 +237,35 @@ class SqliteStateStore:
         return conn
 
     def _run_sync(self, op: Callable[[sqlite3.Connection, float], T], write: bool) -> T:
-        with self._lock:
+        try:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                conn = self._connect()
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
-                    result = op(conn, self._clock())
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                return result
-            except (sqlite3.Error, OSError) as exc:
-                raise StoreError(self.location, _reason(exc)) from exc
+                result = op(conn, self._clock())
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(self.location, _reason(exc)) from exc
+
+    async def _on_thread(self, call: Callable[[], T]) -> T:
+        """Run `call` on the store's thread. A cancelled caller starts nothing, and waits for
+        what it started (so no write is left half-known): the cancellation takes effect after."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise StoreError(self.location, "the store is closed")
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="switchboard-store")
+        future = self._worker.submit(call)
+        with anyio.CancelScope(shield=True):
+            result = await asyncio.wrap_future(future)
+        return result
 
     async def _run(self, op: Callable[[sqlite3.Connection, float], T], *, write: bool) -> T:
-        # Not abandoned on cancellation: the caller waits for the transaction to finish, so a
-        # cancelled task never leaves a write half-known.
-        return await anyio.to_thread.run_sync(self._run_sync, op, write)
+        return await self._on_thread(lambda: self._run_sync(op, write))
 
     async def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         def op(conn: sqlite3.Connection, now: float) -> None:
@@ -407,14 +421,20 @@ class SqliteStateStore:
         await self._execute("REPLACE INTO meta VALUES ('checked', 'ok')")
 
     async def aclose(self) -> None:
-        def close() -> None:
-            with self._lock:
-                self._closed = True
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+        def close() -> None:  # behind every call already queued; any later one finds it closed
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
-        await anyio.to_thread.run_sync(close)
+        worker = self._worker
+        if worker is not None and not self._closed:  # else no thread, no connection
+            try:
+                await self._on_thread(close)
+            finally:
+                worker.shutdown(wait=False)  # its thread ends once idle
+                self._worker = None
+        self._closed = True
 
 
 def open_store(location: str) -> StateStore:
