@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 if TYPE_CHECKING:
     from acp.runtime import AcpRuntime, RuntimeOpener, RuntimeSpec
+    from bot.app import BotApp
 
 PIPE_ITEMS = 64  # writes buffered in a fake pipe before the writer waits (like a full pipe)
 
@@ -177,3 +178,38 @@ def opener_for(make_agent: Callable[[], Agent]) -> RuntimeOpener:
                 tg.cancel_scope.cancel()
 
     return open_in_process_runtime
+
+
+@asynccontextmanager
+async def engine_app(
+    prefix: str, surface_name: str, conversations: int, timeout: float, opener: RuntimeOpener
+) -> AsyncIterator[BotApp]:
+    """The real `BotApp` as the engine benchmarks run it: a SQLite store in a temporary
+    directory, users `u0`..`u<conversations-1>` allowed on `surface_name`, agents from `opener`;
+    the store is closed on the way out."""
+    import tempfile
+    from pathlib import Path
+
+    from bot.access import AccessPolicy, SurfaceRules
+    from bot.app import BotApp
+    from bot.store import open_store
+    from config import load_settings
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        state = str(Path(tmp) / "state.db")
+        settings = load_settings(
+            agent="kiro",
+            agent_command="kiro-cli acp",  # never spawned: the opener replaces the spawn
+            workspace=Path(tmp),
+            state=state,
+            prompt_timeout=timeout,
+            request_timeout=timeout,
+        )
+        users = frozenset(f"u{index}" for index in range(conversations))
+        access = AccessPolicy({surface_name: SurfaceRules(chat=users)})
+        store = open_store(state)
+        try:
+            yield BotApp(settings, store, access, opener=opener)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()

@@ -37,7 +37,6 @@ import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ if str(ROOT) not in sys.path:
 from bench import _harness  # noqa: E402
 from bench._inprocess import (  # noqa: E402
     InProcessProcess,
+    engine_app,
     method_not_found,
     opener_for,
     setup_response,
@@ -216,10 +216,7 @@ class ChurnSurface:
 
 # ---- the child ---------------------------------------------------------------------------------
 async def _engine(args: argparse.Namespace, readings: list[dict[str, Any]]) -> dict[str, Any]:
-    from bot.access import AccessPolicy, SurfaceRules
     from bot.app import BotApp
-    from bot.store import open_store
-    from config import load_settings
 
     agents: list[ShortAgent] = []
 
@@ -248,25 +245,15 @@ async def _engine(args: argparse.Namespace, readings: list[dict[str, Any]]) -> d
         _show_reading(reading, readings[0])
 
     surface = ChurnSurface(args, on_reading)
-    with tempfile.TemporaryDirectory(prefix="conversation-churn-") as tmp:
-        state = str(Path(tmp) / "state.db")
-        settings = load_settings(
-            agent="kiro",
-            agent_command="kiro-cli acp",  # never spawned: the opener below replaces the spawn
-            workspace=Path(tmp),
-            state=state,
-            prompt_timeout=args.timeout,
-            request_timeout=args.timeout,
-        )
-        users = frozenset(f"u{index}" for index in range(args.conversations))
-        access = AccessPolicy({surface.name: SurfaceRules(chat=users)})
-        store = open_store(state)
-        app = BotApp(settings, store, access, opener=opener_for(make_agent))
-        try:
-            await app.serve([surface], anyio.Event())
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()
+    async with engine_app(
+        "conversation-churn-",
+        surface.name,
+        args.conversations,
+        args.timeout,
+        opener_for(make_agent),
+    ) as running:
+        app = running  # what on_reading reads
+        await app.serve([surface], anyio.Event())
     return {
         "agents_started": len(agents),
         "prompts": sum(agent.prompts for agent in agents),

@@ -67,7 +67,6 @@ import gc
 import itertools
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +92,7 @@ from bench._clocked import (  # noqa: E402
 from bench._harness import cpu_seconds as _cpu_seconds  # noqa: E402
 from bench._harness import peak_rss_mib as _peak_rss_mib  # noqa: E402
 from bench._harness import percentile as _percentile  # noqa: E402
+from bench._inprocess import engine_app  # noqa: E402
 
 CHILD_TAG = "ENGINE_CONCURRENCY_RESULT "
 TARGET_P99_MS = 50.0
@@ -222,34 +222,13 @@ class LoopLag:
 
 
 async def _engine(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
-    from bot.access import AccessPolicy, SurfaceRules
-    from bot.app import BotApp
-    from bot.store import open_store
-    from config import load_settings
-
     agents: list[InProcessAgent] = []
     surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
-    with tempfile.TemporaryDirectory(prefix="engine-concurrency-") as tmp:
-        state = str(Path(tmp) / "state.db")
-        settings = load_settings(
-            agent="kiro",
-            agent_command="kiro-cli acp",  # never spawned: the opener below replaces the spawn
-            workspace=Path(tmp),
-            state=state,
-            prompt_timeout=args.timeout,
-            request_timeout=args.timeout,
-        )
-        users = frozenset(f"u{index}" for index in range(args.conversations))
-        access = AccessPolicy({surface.name: SurfaceRules(chat=users)})
-        store = open_store(state)
-        app = BotApp(
-            settings, store, access, opener=in_process_opener(clock, args.chunk_chars, agents)
-        )
-        try:
-            await app.serve([surface], anyio.Event())
-        finally:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()
+    opener = in_process_opener(clock, args.chunk_chars, agents)
+    async with engine_app(
+        "engine-concurrency-", surface.name, args.conversations, args.timeout, opener
+    ) as app:
+        await app.serve([surface], anyio.Event())
     return {
         "agents_started": len(agents),
         "agent_cpu_s": round(sum(agent.cpu for agent in agents) + clock.cpu, 3),
