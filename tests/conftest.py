@@ -40,6 +40,21 @@ def script(*steps: dict[str, Any]) -> str:
     return "SCRIPT:" + json.dumps(list(steps))
 
 
+# An agent that ignores session/cancel, stdin EOF and SIGTERM, and forks a child: the worst case
+# for prompt endings.
+STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
+STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
+
+
+def production_graces(env: dict[str, str]) -> dict[str, str]:
+    """The environment without the fast test graces: the defaults are what is promised."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
+    }
+
+
 @dataclass
 class FakeAgent:
     """Builds command lines for the fake agent and reads what it logged."""

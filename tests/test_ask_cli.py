@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import FakeAgent, pid_alive, script
+from tests.conftest import STUBBORN, STUBBORN_OPTS, FakeAgent, pid_alive, production_graces, script
 
 
 def ask(run_cli, agent: FakeAgent, text: str, *options: str, agent_opts=(), dialect="kiro"):  # type: ignore[no-untyped-def]
@@ -178,19 +178,6 @@ def test_a_timeout_on_an_agent_that_ignores_cancel_still_returns(run_cli, fake_a
     assert result.stdout == "stuck \n"
     assert "did not finish" in result.stderr
     assert not any(pid_alive(pid) for pid in fake_agent.pids())
-
-
-STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
-STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
-
-
-def production_graces(env: dict[str, str]) -> dict[str, str]:
-    """The environment without the fast test graces: the defaults are what is promised."""
-    return {
-        k: v
-        for k, v in env.items()
-        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
-    }
 
 
 def test_a_timeout_on_an_agent_that_ignores_cancel_eof_and_sigterm_exits_promptly(

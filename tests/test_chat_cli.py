@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliResult, FakeAgent, pid_alive, script
+from tests.conftest import (
+    STUBBORN,
+    STUBBORN_OPTS,
+    CliResult,
+    FakeAgent,
+    pid_alive,
+    production_graces,
+    script,
+)
 
 LOAD_ERROR_ACTIVE = json.dumps(
     {
@@ -592,19 +600,6 @@ def test_a_timeout_shows_the_partial_output_and_the_conversation_is_not_left_bus
     assert "Turn: idle" in out
     assert out.endswith("Echo: next\n")
     assert fake_agent.frames_in("session/cancel")
-
-
-STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
-STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
-
-
-def production_graces(env: dict[str, str]) -> dict[str, str]:
-    """The environment without the fast test graces: the defaults are what is promised."""
-    return {
-        k: v
-        for k, v in env.items()
-        if k not in ("SWITCHBOARD_CANCEL_GRACE", "SWITCHBOARD_SHUTDOWN_GRACE")
-    }
 
 
 def test_a_timeout_on_an_agent_that_ignores_cancel_answers_promptly_and_respawns_it(

@@ -240,6 +240,16 @@ def listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def discord_env(fake: FakeDiscord, user_id: str) -> dict[str, str]:
+    """`switchboard run` pointed at the fake Discord, with `user_id` allowed."""
+    return {
+        "SWITCHBOARD_DISCORD__TOKEN": DISCORD_TOKEN,
+        "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
+        "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
+        "SWITCHBOARD_DISCORD__ALLOWED_USERS": user_id,
+    }
+
+
 async def test_discord_at_debug_logs_no_token(
     tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
@@ -248,12 +258,7 @@ async def test_discord_at_debug_logs_no_token(
     alice = fake.user("Alice")
     await fake.start()
     try:
-        env |= {
-            "SWITCHBOARD_DISCORD__TOKEN": DISCORD_TOKEN,
-            "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
-            "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
-            "SWITCHBOARD_DISCORD__ALLOWED_USERS": alice.id,
-        }
+        env |= discord_env(fake, alice.id)
         channel = fake.dm_channel(alice).id
         async with switchboard_run(env, tmp_path) as bot:
             await wait_for(lambda: fake.identifies and fake.commands, "the bot to connect", 20)
@@ -518,12 +523,7 @@ async def test_a_discord_gateway_reconnect_is_a_warning_not_an_error_and_the_bot
     alice = fake.user("Alice")
     await fake.start()
     try:
-        env |= {
-            "SWITCHBOARD_DISCORD__TOKEN": DISCORD_TOKEN,
-            "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
-            "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
-            "SWITCHBOARD_DISCORD__ALLOWED_USERS": alice.id,
-        }
+        env |= discord_env(fake, alice.id)
         channel = fake.dm_channel(alice).id
         async with switchboard_run(env, tmp_path) as bot:
             await wait_for(lambda: fake.identifies and fake.commands, "the bot to connect", 20)
