@@ -259,11 +259,7 @@ class InProcessAgent:
                     await self._read(tg)
                     tg.cancel_scope.cancel()
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.process.agent_stdout.aclose()
-                await self.process.agent_stderr.aclose()
-                await self.process.agent_stdin.aclose()
-            self.process.set_exited(0)
+            await self.process.agent_exits()
 
     async def _read(self, tg: anyio.abc.TaskGroup) -> None:
         buffer = b""

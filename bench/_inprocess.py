@@ -83,6 +83,14 @@ class InProcessProcess(anyio.abc.Process):
         self._returncode = code
         self.exited.set()
 
+    async def agent_exits(self, code: int = 0) -> None:
+        """The agent side is done: its pipe ends close (shielded) and the process has exited."""
+        with anyio.CancelScope(shield=True):
+            await self.agent_stdout.aclose()
+            await self.agent_stderr.aclose()
+            await self.agent_stdin.aclose()
+        self.set_exited(code)
+
     async def wait(self) -> int:
         await self.exited.wait()
         assert self._returncode is not None

@@ -95,11 +95,7 @@ class ShortAgent:
                             if reply:
                                 await self.process.agent_stdout.send(reply)
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.process.agent_stdout.aclose()
-                await self.process.agent_stderr.aclose()
-                await self.process.agent_stdin.aclose()
-            self.process.set_exited(0)
+            await self.process.agent_exits()
 
     def _handle(self, message: dict[str, Any]) -> bytes:
         """One frame from the client -> the line(s) to answer with now (b"" for none)."""
