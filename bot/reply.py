@@ -31,6 +31,8 @@ __all__ = ["ReplyStream", "open_reply", "split_message"]
 
 log = logging.getLogger(__name__)
 
+OPERATION_TIMEOUT = 10.0  # seconds: longer than any platform SDK's own request timeout
+
 # What a live message the final text no longer needs is edited to: platforms refuse empty text and
 # offer us no delete, and stale text repeated below the answer would confuse more than a dot.
 _BLANK = "…"
@@ -138,7 +140,13 @@ class ReplyStream:
         for attempt in range(1, self._max_attempts + 1):
             await self._pacer.wait_turn()
             try:
-                await self._put(index, text, formatted=formatted)
+                # Shielded like a live operation: a cancellation waits for the call in flight, so
+                # we know whether the platform has the message and the exit path does not send
+                # it twice.
+                with _in_flight() as operation:
+                    await self._put(index, text, formatted=formatted)
+                if operation.cancelled_caught:
+                    raise SendFailed("the platform did not answer in time", transient=True)
                 return True
             except RateLimited as exc:
                 self._pacer.record(exc)  # the next wait_turn waits it out
@@ -229,7 +237,7 @@ class ReplyStream:
                         continue
                     # Shielded: finish() waits for an operation in flight rather than losing
                     # track of what the platform shows.
-                    with anyio.CancelScope(shield=True):
+                    with _in_flight():
                         await self._try_live(*step)
         finally:
             self._live_done.set()
@@ -271,6 +279,12 @@ class ReplyStream:
     async def _close(self) -> None:
         if self._outcome is None:
             await self.finish(self._final if self._final is not None else self._text)
+
+
+def _in_flight() -> anyio.CancelScope:
+    """The scope of one platform call: shielded from cancellation, so that we learn what the
+    platform now shows, yet bounded, so that a call that never answers cannot hold a shutdown."""
+    return anyio.move_on_after(OPERATION_TIMEOUT, shield=True)
 
 
 @asynccontextmanager

@@ -17,6 +17,7 @@ from bot.reply import open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
     ConversationKey,
+    MessageRef,
     count_chars,
     count_utf16,
 )
@@ -406,6 +407,25 @@ async def test_a_cancelled_turn_still_delivers_its_partial_text_and_stays_cancel
             await anyio.sleep(10)
     assert scope.cancelled_caught
     assert list(surface.shown().values()) == ["partial, then more"]
+
+
+class SlowAnswers(ScriptedSurface):
+    """The platform takes a message at once but its answer is slow to come back."""
+
+    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+        ref = await super().send(key, text, formatted=formatted)
+        await anyio.sleep(0.2)
+        return ref
+
+
+@pytest.mark.anyio
+async def test_a_final_part_in_flight_when_the_turn_is_cancelled_is_sent_once() -> None:
+    surface = SlowAnswers("test", can_edit=False)
+    with anyio.move_on_after(0.05) as scope:
+        async with open_reply(surface, KEY, fast_pacer()) as reply:
+            await reply.finish("the answer")
+    assert scope.cancel_called  # while the answer was on its way
+    assert [call.text for call in surface.ops("send")] == ["the answer"]
 
 
 @pytest.mark.anyio
