@@ -81,6 +81,7 @@ class PromptTurn:
         stderr_tail: Callable[[], str],
         claim: Callable[[PromptTurn], None],
         release: Callable[[PromptTurn], None],
+        on_text: Callable[[AcpEvent], None] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -95,6 +96,11 @@ class PromptTurn:
         # turn per session) and once it has ended, however it ended.
         self.claim = claim
         self.release = release
+        # Given: TEXT events go to it, synchronously and in order, instead of out of `run` (see
+        # `take_text`). It must not block; what it raises ends the turn.
+        self.on_text = on_text
+        self._echoes_errors = backend.name == "claude"
+        self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text_parts: list[str] = []
         self.tool_calls = 0
         self.refusal: RefusalInfo | None = None
@@ -167,11 +173,12 @@ class PromptTurn:
         inbox = self.inbox
         items = inbox.items
         timed_out = False
-        held: AcpEvent | None = None  # a chunk that may be the echo of the error to come
-        echoes_errors = self.backend.name == "claude"
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
+        on_text = self.on_text
         try:
             items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
+            if on_text is not None:
+                inbox.take_now = self.take_text
             params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
             self._request_id = await self.handle.send_request(
                 "session/prompt", params, _deliver_to(inbox)
@@ -195,11 +202,10 @@ class PromptTurn:
                     kind = event.kind
                     if kind is _TEXT and event.message_id != self._message_id:
                         event = self._separated(event)
-                    if held is not None and kind in _CONTENT:
+                    if self._echo is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
-                        self.text_parts.append(held.text)
-                        yield held
-                        held = None
+                        for echo in self._echo_was_output():
+                            yield echo
                     if kind is _TEXT:
                         if self._system_error:
                             self._held.append(event)
@@ -208,10 +214,13 @@ class PromptTurn:
                         if KIRO_INTERRUPTED in chunk and chunk.strip() == KIRO_INTERRUPTED:
                             yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
                             return
-                        if echoes_errors and self.looks_like_error(event.text):
-                            held = event
+                        if self._echoes_errors and self.looks_like_error(chunk):
+                            self._echo = event
                             continue
-                        self.text_parts.append(event.text)
+                        self.text_parts.append(chunk)
+                        if on_text is not None:
+                            on_text(event)
+                            continue
                     elif kind is _TOOL_CALL:
                         self.tool_calls += 1
                     elif kind is EventKind.SESSION_INFO and event.raw is not None:
@@ -223,11 +232,11 @@ class PromptTurn:
                             for held_event in self._release_held():
                                 yield held_event
                     yield event
+                elif tag == "x":  # what `on_text` raised on the reader's stack
+                    raise item[1]
                 elif tag == "p":
-                    if held is not None:  # a permission request: the held chunk was output
-                        self.text_parts.append(held.text)
-                        yield held
-                        held = None
+                    for echo in self._echo_was_output():  # a permission: the echo was output
+                        yield echo
                     started = time.monotonic()
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
@@ -237,9 +246,8 @@ class PromptTurn:
                     if timed_out:
                         raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
                     if reply.error is None:
-                        if held is not None:
-                            self.text_parts.append(held.text)
-                            yield held
+                        for echo in self._echo_was_output():
+                            yield echo
                         result = reply.result if isinstance(reply.result, dict) else {}
                         self._raise_codex_failure(result)
                         for held_event in self._release_held():
@@ -252,7 +260,7 @@ class PromptTurn:
                         return
                     raise self.classify(reply.error, self.partial_output)
                 elif tag == "d":
-                    held = None  # the process died: an error-looking chunk was its last words
+                    self._echo = None  # the process died: an error-looking chunk was its last words
                     if timed_out:
                         raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
                     cause: AcpRuntimeError = item[1]
@@ -280,6 +288,7 @@ class PromptTurn:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
+            inbox.take_now = None
             if self._timer is not None:
                 self.handle.cancel_timer(self._timer)
                 self._timer = None
@@ -312,9 +321,51 @@ class PromptTurn:
         gap = "" if tail == "\n\n" else "\n" if tail.endswith("\n") else "\n\n"
         return replace(event, text=gap + event.text.lstrip("\n"))
 
+    def take_text(self, method: str, params: Any) -> bool:
+        """The inbox's `take_now`: an ordinary text chunk, with nothing queued ahead of it, goes
+        to `on_text` here on the reader's stack, as `run` would have sent it, but without a task
+        switch and a pass through the generators above `run`. Anything that needs `run`'s state
+        machine (other updates, a chunk to hold back, the kiro idle line) is left queued."""
+        if method != "session/update" or self._system_error or self._echo is not None:
+            return False
+        update = params.get("update") if type(params) is dict else None
+        if type(update) is not dict or update.get("sessionUpdate") != "agent_message_chunk":
+            return False
+        event = parse_update(params)
+        if event is None or event.kind is not _TEXT:
+            return False
+        chunk = event.text
+        if KIRO_INTERRUPTED in chunk or (self._echoes_errors and self.looks_like_error(chunk)):
+            return False
+        if event.message_id != self._message_id:
+            event = self._separated(event)
+        self.text_parts.append(event.text)
+        assert self.on_text is not None  # set whenever the inbox has this taker
+        try:
+            self.on_text(event)
+        except Exception as exc:  # the reader serves every session: the turn raises it instead
+            self.inbox.push(("x", exc))
+        return True
+
+    def _echo_was_output(self) -> list[AcpEvent]:
+        """The held chunk, now known to be output rather than an error's echo: counted, and
+        sent to `on_text` or returned to be yielded."""
+        echo, self._echo = self._echo, None
+        if echo is None:
+            return []
+        self.text_parts.append(echo.text)
+        if self.on_text is not None:
+            self.on_text(echo)
+            return []
+        return [echo]
+
     def _release_held(self) -> list[AcpEvent]:
         held, self._held = self._held, []
         self.text_parts.extend(event.text for event in held)
+        if self.on_text is not None:
+            for event in held:
+                self.on_text(event)
+            return []
         return held
 
     def _raise_codex_failure(self, result: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ or as the transport's `AcpRuntimeError`; this module only decides when to ask fo
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,10 +113,20 @@ class AcpSession:
     def busy(self) -> bool:
         return self.turn is not None
 
-    def prompt(self, text: str, *, timeout: float | None = None) -> AsyncIterator[AcpEvent]:
+    def prompt(
+        self,
+        text: str,
+        *,
+        timeout: float | None = None,
+        on_text: Callable[[AcpEvent], None] | None = None,
+    ) -> AsyncIterator[AcpEvent]:
         """The turn's events, ending with one TERMINAL event carrying the stats: an async
         generator, which starts (and raises AcpPromptBusy if a turn already runs) when first
-        iterated. Raises an AcpError (or AcpRuntimeError) when the turn fails."""
+        iterated. Raises an AcpError (or AcpRuntimeError) when the turn fails.
+
+        With `on_text`, TEXT events are not yielded: each is handed to `on_text`, in order with
+        the other events, often straight from the frame reader (the cheap path for a busy bot).
+        It must return at once; what it raises ends the turn."""
         client = self.client
         return PromptTurn(
             handle=client.runtime.handle,
@@ -130,6 +140,7 @@ class AcpSession:
             stderr_tail=client.runtime.stderr.text,
             claim=self._claim,
             release=self._release,
+            on_text=on_text,
         ).run(text)
 
     def _claim(self, turn: PromptTurn) -> None:

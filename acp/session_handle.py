@@ -105,11 +105,20 @@ class SessionInbox:
     new `anyio.Event` (three objects and a waiter list) per chunk. Cancelling the waiting task
     cancels the future, as with any anyio primitive. `push` is called on the loop's thread."""
 
-    __slots__ = ("_waiter", "items")
+    __slots__ = ("_waiter", "items", "take_now")
 
     def __init__(self) -> None:
         self.items: deque[InboxItem] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        # A turn's synchronous taker of notifications (`PromptTurn.take_text`): it may consume
+        # one on the reader's stack when nothing is queued ahead of it, so that an ordinary text
+        # chunk costs no task switch at all. It answers False for anything it leaves queued.
+        self.take_now: Callable[[str, Any], bool] | None = None
+
+    def push_notification(self, method: str, params: Any) -> None:
+        take_now = self.take_now
+        if take_now is None or self.items or not take_now(method, params):
+            self.push(("n", method, params))
 
     def push(self, item: InboxItem) -> None:
         self.items.append(item)
@@ -385,7 +394,7 @@ class SessionHandle:
         session_id = params.get("sessionId") if type(params) is dict else None
         inbox = self._inboxes.get(session_id) if type(session_id) is str else None
         if inbox is not None:
-            inbox.push(("n", method, params))
+            inbox.push_notification(method, params)
         elif method == "$/cancel_request" and isinstance(params, dict):
             running = self._running.get(params.get("requestId"))
             if running is not None:

@@ -67,12 +67,13 @@ class _ChatOutput:
         self.requester = requester
         self.text = ""
 
+    def on_text(self, text: str) -> None:
+        self.text += text
+        self.reply.update(self.text)
+
     async def on_event(self, event: AcpEvent) -> None:
         kind = event.kind
-        if kind is EventKind.TEXT:
-            self.text += event.text
-            self.reply.update(self.text)
-        elif kind is EventKind.TOOL_CALL and event.tool is not None:
+        if kind is EventKind.TOOL_CALL and event.tool is not None:
             self.reply.set_status(f"running {event.tool.describe()}")
         elif kind is EventKind.TOOL_UPDATE and event.tool is not None:
             if event.tool.status in ("completed", "failed"):

@@ -21,7 +21,6 @@ from acp import (
     AcpModelUnavailable,
     AcpPermissionNeeded,
     AcpRuntime,
-    EventKind,
     PendingPermission,
     RuntimeOpener,
     RuntimePool,
@@ -170,11 +169,14 @@ class _AskOutput:
     def __init__(self) -> None:
         self.text = ""
 
-    async def on_event(self, event: AcpEvent) -> None:
-        if event.kind is EventKind.TEXT and event.text:
-            self.text += event.text
-            sys.stdout.write(event.text)
+    def on_text(self, text: str) -> None:
+        if text:
+            self.text += text
+            sys.stdout.write(text)
             sys.stdout.flush()
+
+    async def on_event(self, event: AcpEvent) -> None:
+        return None  # only the text is printed
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         raise AcpPermissionNeeded(pending.request.tool.describe(), self.text)

@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
@@ -75,7 +75,14 @@ class SessionSource(Protocol):
 class TurnOutput(Protocol):
     """Where a turn's events go: a chat reply stream, or stdout for `ask`."""
 
-    async def on_event(self, event: AcpEvent) -> None: ...
+    def on_text(self, text: str) -> None:
+        """A chunk of the reply. Called for every chunk, often straight from the agent's frame
+        reader, so it must return at once (no I/O that can block)."""
+        ...
+
+    async def on_event(self, event: AcpEvent) -> None:
+        """Any other event (tool calls, usage, commands, ...)."""
+        ...
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         """Return the chosen option id, or None for `cancelled`; may raise to stop the turn."""
@@ -89,13 +96,26 @@ class _Attempt:
     """What one attempt did: whether it may be resent, and the text it streamed."""
 
     activity: bool = False
-    text: str = ""
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 async def _stream(
     session: AcpSession, prompt: str, output: TurnOutput, attempt: _Attempt, timeout: float | None
 ) -> AcpPromptStats:
-    events: AsyncIterator[AcpEvent] = session.prompt(prompt, timeout=timeout)
+    parts = attempt.parts
+
+    def on_text(event: AcpEvent) -> None:
+        chunk = event.text
+        if not attempt.activity and chunk.strip():
+            attempt.activity = True
+        parts.append(chunk)
+        output.on_text(chunk)
+
+    events: AsyncIterator[AcpEvent] = session.prompt(prompt, timeout=timeout, on_text=on_text)
     async with aclosing(events):  # type: ignore[type-var]
         async for event in events:
             kind = event.kind
@@ -113,11 +133,7 @@ async def _stream(
                     raise
                 event.permission.respond(answer)
                 continue
-            if kind is EventKind.TEXT:
-                if not attempt.activity and event.text.strip():
-                    attempt.activity = True
-                attempt.text += event.text
-            elif kind is EventKind.TOOL_CALL:
+            if kind is EventKind.TOOL_CALL:
                 attempt.activity = True
             await output.on_event(event)
     raise AcpError(

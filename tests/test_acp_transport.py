@@ -173,6 +173,53 @@ async def test_session_updates_are_handled_strictly_in_arrival_order(
 
 
 @pytest.mark.anyio
+async def test_with_on_text_every_chunk_reaches_it_in_order_with_the_other_events(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    count = 400
+    steps: list[dict[str, Any]] = []
+    for n in range(count):
+        steps.append({"chunk": f"{n} "} if n % 7 else {"thought": f"{n} "})
+    seen: list[str] = []
+    yielded: list[EventKind] = []
+
+    def on_text(event: AcpEvent) -> None:
+        seen.append(event.text)
+
+    with anyio.fail_after(WAIT):
+        async with _client(_spec(fake_agent, workspace)) as client:
+            session = await client.open_session()
+            stream = session.prompt(script(*steps, {"stop": "end_turn"}), on_text=on_text)
+            async with aclosing(stream):  # type: ignore[type-var]
+                async for event in stream:
+                    yielded.append(event.kind)
+                    if event.kind is EventKind.THOUGHT:
+                        seen.append(event.text)
+    assert seen == [f"{n} " for n in range(count)]
+    assert EventKind.TEXT not in yielded and yielded[-1] is EventKind.TERMINAL
+
+
+@pytest.mark.anyio
+async def test_what_on_text_raises_ends_that_turn_only_and_the_agent_serves_other_sessions(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    def on_text(event: AcpEvent) -> None:
+        raise LookupError(f"a bug in the consumer, at {event.text!r}")
+
+    with anyio.fail_after(WAIT):
+        async with _client(_spec(fake_agent, workspace)) as client:
+            first, second = await client.open_session(), await client.open_session()
+            stream = first.prompt(script({"chunk": "Hello"}, {"stop": "end_turn"}), on_text=on_text)
+            with pytest.raises(LookupError, match="at 'Hello'"):
+                async with aclosing(stream):  # type: ignore[type-var]
+                    async for _ in stream:
+                        pass
+            assert first.turn is None  # released: the session takes a new prompt
+            answer = script({"chunk": "still"}, {"chunk": " here"}, {"stop": "end_turn"})
+            assert texts(await _turn(second, answer)) == ["still", " here"]
+
+
+@pytest.mark.anyio
 async def test_unknown_agent_requests_are_answered_method_not_found(
     fake_agent: FakeAgent, workspace: Path
 ) -> None:
