@@ -29,10 +29,11 @@ Failures are translated once, here: `sqlite3` and file-system errors become `Sto
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -184,17 +185,60 @@ def _key(row: Any, at: int) -> ConversationKey:
     return ConversationKey(row[at], row[at + 1], row[at + 2])
 
 
+def _translated(exc: Exception, location: str) -> Exception:
+    """sqlite3 and file-system errors become StoreError; anything else (a bug) stays itself."""
+    if isinstance(exc, sqlite3.Error | OSError):
+        error = StoreError(location, _reason(exc))
+        error.__cause__ = exc  # as `raise ... from exc` would: the logs keep the detail
+        return error
+    return exc
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
     return str(exc) or type(exc).__name__
 
 
+class _Call:
+    """One call queued to the store's thread: `op` (None: close the store), and where its
+    outcome goes."""
+
+    __slots__ = ("future", "loop", "op", "write")
+
+    def __init__(
+        self,
+        op: Callable[[sqlite3.Connection, float], Any] | None,
+        write: bool,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.op = op
+        self.write = write
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+
+
+_Outcome = tuple[_Call, Any, BaseException | None]
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
+    for call, result, error in outcomes:
+        if not call.future.done():
+            if error is None:
+                call.future.set_result(result)
+            else:
+                call.future.set_exception(error)
+
+
 class SqliteStateStore:
-    """The embedded store: one SQLite file (WAL), one connection, one transaction per call, all
-    on one dedicated thread (started on first use, ended by `aclose`), which serialises the calls:
-    a call is one hand-off to a waiting thread, not a trip through anyio's shared worker pool
-    (under load, dozens of threads taking turns on one connection). Created on first use.
+    """The embedded store: one SQLite file (WAL), one connection, all on one dedicated thread
+    (started on first use, ended by `aclose`), which serialises the calls.
+
+    The calls queued when the thread wakes run as one transaction, each in a savepoint of its
+    own (a failing call rolls back only itself, so each call is still one atomic operation), and
+    their callers are woken with one hand-off per batch: when a thousand turns end at once, the
+    store costs a commit and a wake-up per burst rather than per call, and the last of them does
+    not wait behind hundreds of commits. Created on first use.
 
     `clock` (wall-clock seconds) decides expiry; it is injectable for tests. Wall time rather than
     a monotonic clock, because expiry instants are stored and must mean the same after a restart.
@@ -205,7 +249,8 @@ class SqliteStateStore:
         memory = self.location == ":memory:"
         self._target = None if memory else Path(self.location).expanduser()
         self._clock = clock
-        self._worker: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue[_Call] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._last_purge = float("-inf")
@@ -236,36 +281,102 @@ class SqliteStateStore:
         self._conn = conn
         return conn
 
-    def _run_sync(self, op: Callable[[sqlite3.Connection, float], T], write: bool) -> T:
+    def _serve(self) -> None:
+        """The store's thread: take what is queued, run it, until the store is closed."""
+        while True:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if not self._run_batch(batch):
+                return
+
+    def _run_batch(self, batch: list[_Call]) -> bool:
+        """Run `batch` in order and wake its callers; False once the store is closed (a call
+        queued behind the close finds it closed)."""
+        outcomes: list[_Outcome] = []
+        calls: list[_Call] = []
+        for call in batch:
+            if self._closed:
+                outcomes.append((call, None, StoreError(self.location, "the store is closed")))
+            elif call.op is None:
+                outcomes += self._transaction(calls)
+                calls = []
+                self._closed = True
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                outcomes.append((call, None, None))
+            else:
+                calls.append(call)
+        outcomes += self._transaction(calls)
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+        for outcome in outcomes:
+            by_loop.setdefault(outcome[0].loop, []).append(outcome)
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, settled)
+            except RuntimeError:  # that loop is closed: nobody waits any more
+                pass
+        return not self._closed
+
+    def _transaction(self, calls: list[_Call]) -> list[_Outcome]:
+        if not calls:
+            return []
+        alone = len(calls) == 1
+        outcomes: list[_Outcome] = []
         try:
             conn = self._connect()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn.execute("BEGIN IMMEDIATE" if any(call.write for call in calls) else "BEGIN")
             try:
-                result = op(conn, self._clock())
+                for call in calls:
+                    assert call.op is not None
+                    if alone:
+                        outcomes.append((call, call.op(conn, self._clock()), None))
+                        continue
+                    conn.execute("SAVEPOINT call")
+                    try:
+                        result = call.op(conn, self._clock())
+                    except Exception as exc:
+                        conn.execute("ROLLBACK TO call")
+                        outcomes.append((call, None, _translated(exc, self.location)))
+                    else:
+                        outcomes.append((call, result, None))
+                    conn.execute("RELEASE call")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            return result
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(self.location, _reason(exc)) from exc
+        except Exception as exc:  # the transaction itself failed, so every call in it did
+            error = _translated(exc, self.location)
+            return [(call, None, error) for call in calls]
+        return outcomes
 
-    async def _on_thread(self, call: Callable[[], T]) -> T:
-        """Run `call` on the store's thread. A cancelled caller starts nothing, and waits for
-        what it started (so no write is left half-known): the cancellation takes effect after."""
+    async def _on_thread(
+        self, op: Callable[[sqlite3.Connection, float], T] | None, write: bool
+    ) -> T:
+        """Run `op` on the store's thread (None: close the store there). A cancelled caller
+        starts nothing, and waits for what it started (so no write is left half-known): the
+        cancellation takes effect after."""
         await anyio.lowlevel.checkpoint_if_cancelled()
         if self._closed:
             raise StoreError(self.location, "the store is closed")
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="switchboard-store")
-        future = self._worker.submit(call)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._serve, name="switchboard-store", daemon=True
+            )
+            self._thread.start()
+        call = _Call(op, write, asyncio.get_running_loop())
+        self._queue.put(call)
         with anyio.CancelScope(shield=True):
-            result = await asyncio.wrap_future(future)
+            result: T = await call.future
         return result
 
     async def _run(self, op: Callable[[sqlite3.Connection, float], T], *, write: bool) -> T:
-        return await self._on_thread(lambda: self._run_sync(op, write))
+        return await self._on_thread(op, write)
 
     async def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         def op(conn: sqlite3.Connection, now: float) -> None:
@@ -421,19 +532,10 @@ class SqliteStateStore:
         await self._execute("REPLACE INTO meta VALUES ('checked', 'ok')")
 
     async def aclose(self) -> None:
-        def close() -> None:  # behind every call already queued; any later one finds it closed
-            self._closed = True
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        worker = self._worker
-        if worker is not None and not self._closed:  # else no thread, no connection
-            try:
-                await self._on_thread(close)
-            finally:
-                worker.shutdown(wait=False)  # its thread ends once idle
-                self._worker = None
+        """Behind every call already queued; any later one finds the store closed."""
+        if self._thread is not None and not self._closed:  # else no thread, no connection
+            await self._on_thread(None, False)
+            self._thread = None  # it has returned, or is about to
         self._closed = True
 
 

@@ -434,3 +434,34 @@ def test_open_store_on_redis_raises_config_error_naming_the_setting(location: st
 def test_open_store_rejects_an_unknown_scheme() -> None:
     with pytest.raises(ConfigError, match="SWITCHBOARD_STATE"):
         open_store("postgres://db/switchboard")
+
+
+@pytest.mark.anyio
+async def test_calls_made_at_once_are_each_atomic_and_a_failing_one_fails_alone(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStateStore(tmp_path / "state.db")
+    claimed: list[bool] = []
+    failures: list[StoreError] = []
+
+    async def claim(n: int) -> None:
+        claimed.append(await store.claim_event(f"event-{n}", 60))
+
+    async def broken() -> None:
+        try:
+            await store._execute("INSERT INTO no_such_table VALUES (1)")
+        except StoreError as exc:
+            failures.append(exc)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(claim, n)
+                if n == 25:
+                    tg.start_soon(broken)
+        assert claimed == [True] * 50
+        assert len(failures) == 1 and "no_such_table" in str(failures[0])
+        again = [await store.claim_event(f"event-{n}", 60) for n in range(50)]
+    finally:
+        await store.aclose()
+    assert again == [False] * 50  # every other call's write was kept
