@@ -66,6 +66,56 @@ def _deliver_to(inbox: SessionInbox) -> Callable[[RpcReply | AcpRuntimeError], N
     return deliver
 
 
+class GrowingText:
+    """A turn's text as it streams in: kept as a few strings, not one per chunk (a long reply
+    can be a hundred thousand chunks of a few characters). Every `FANOUT` strings of a level are
+    joined into one of the level above, so each character is copied about log(n) times."""
+
+    FANOUT = 64
+    __slots__ = ("_chars", "_levels", "visible")
+
+    def __init__(self) -> None:
+        self._levels: list[list[str]] = [[]]  # the newest text in level 0; older ones above
+        self._chars = 0
+        self.visible = False  # some of it is not whitespace
+
+    def append(self, chunk: str) -> None:
+        self._chars += len(chunk)
+        if not self.visible and chunk.strip():
+            self.visible = True
+        levels = self._levels
+        levels[0].append(chunk)
+        level = 0
+        while len(levels[level]) >= self.FANOUT:
+            joined = "".join(levels[level])
+            levels[level].clear()
+            if level + 1 == len(levels):
+                levels.append([])
+            levels[level + 1].append(joined)
+            level += 1
+
+    def tail(self, chars: int) -> str:
+        """The last `chars` characters."""
+        picked: list[str] = []
+        needed = chars
+        for level in self._levels:
+            for part in reversed(level):
+                picked.append(part[-needed:])
+                needed -= len(picked[-1])
+                if needed <= 0:
+                    return "".join(reversed(picked))
+        return "".join(reversed(picked))
+
+    def __len__(self) -> int:
+        return self._chars
+
+    def __bool__(self) -> bool:
+        return any(self._levels)
+
+    def __str__(self) -> str:
+        return "".join(part for level in reversed(self._levels) for part in level)
+
+
 class PromptTurn:
     def __init__(
         self,
@@ -101,7 +151,7 @@ class PromptTurn:
         self.on_text = on_text
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
-        self.text_parts: list[str] = []
+        self.text = GrowingText()  # what the agent wrote in this turn
         self.tool_calls = 0
         self.refusal: RefusalInfo | None = None
         self.cancel_sent = False
@@ -118,12 +168,12 @@ class PromptTurn:
 
     @property
     def partial_output(self) -> str:
-        return "".join(self.text_parts)
+        return str(self.text)
 
     @property
     def activity(self) -> bool:
         """Whether the agent visibly acted on the prompt (so resending it is unsafe)."""
-        return self.tool_calls > 0 or any(part.strip() for part in self.text_parts)
+        return self.tool_calls > 0 or self.text.visible
 
     # ---- control ----------------------------------------------------------------------------
     async def cancel(self, *, grace: float | None = None) -> None:
@@ -217,7 +267,7 @@ class PromptTurn:
                         if self._echoes_errors and self.looks_like_error(chunk):
                             self._echo = event
                             continue
-                        self.text_parts.append(chunk)
+                        self.text.append(chunk)
                         if on_text is not None:
                             on_text(event)
                             continue
@@ -315,9 +365,9 @@ class PromptTurn:
         """A new agent message (another messageId, e.g. claude's informational notice) starts a
         new paragraph: run together, two messages would read as one sentence."""
         previous, self._message_id = self._message_id, event.message_id or self._message_id
-        if previous is None or event.message_id in (None, previous) or not self.text_parts:
+        if previous is None or event.message_id in (None, previous) or not self.text:
             return event
-        tail = self.partial_output[-2:]
+        tail = self.text.tail(2)
         gap = "" if tail == "\n\n" else "\n" if tail.endswith("\n") else "\n\n"
         return replace(event, text=gap + event.text.lstrip("\n"))
 
@@ -339,7 +389,7 @@ class PromptTurn:
             return False
         if event.message_id != self._message_id:
             event = self._separated(event)
-        self.text_parts.append(event.text)
+        self.text.append(event.text)
         assert self.on_text is not None  # set whenever the inbox has this taker
         try:
             self.on_text(event)
@@ -353,7 +403,7 @@ class PromptTurn:
         echo, self._echo = self._echo, None
         if echo is None:
             return []
-        self.text_parts.append(echo.text)
+        self.text.append(echo.text)
         if self.on_text is not None:
             self.on_text(echo)
             return []
@@ -361,7 +411,8 @@ class PromptTurn:
 
     def _release_held(self) -> list[AcpEvent]:
         held, self._held = self._held, []
-        self.text_parts.extend(event.text for event in held)
+        for event in held:
+            self.text.append(event.text)
         if self.on_text is not None:
             for event in held:
                 self.on_text(event)
@@ -400,7 +451,7 @@ class PromptTurn:
             stop_reason=stop_reason,
             usage=usage,
             refusal=self.refusal,
-            text_chars=sum(len(part) for part in self.text_parts),
+            text_chars=len(self.text),
             tool_calls=self.tool_calls,
             interrupted=interrupted,
         ).terminal_refusal()

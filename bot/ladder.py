@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -93,26 +93,19 @@ class TurnOutput(Protocol):
 
 @dataclass(slots=True)
 class _Attempt:
-    """What one attempt did: whether it may be resent, and the text it streamed."""
+    """What one attempt did: whether it may be resent (the text it streamed is the partial
+    output of the error that ends it)."""
 
     activity: bool = False
-    parts: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 async def _stream(
     session: AcpSession, prompt: str, output: TurnOutput, attempt: _Attempt, timeout: float | None
 ) -> AcpPromptStats:
-    parts = attempt.parts
-
     def on_text(event: AcpEvent) -> None:
         chunk = event.text
         if not attempt.activity and chunk.strip():
             attempt.activity = True
-        parts.append(chunk)
         output.on_text(chunk)
 
     events: AsyncIterator[AcpEvent] = session.prompt(prompt, timeout=timeout, on_text=on_text)
@@ -163,7 +156,7 @@ async def run_turn(
         try:
             return await _stream(session, prompt, output, attempt, timeout)
         except AcpProcessDied as exc:
-            shown += attempt.text
+            shown += exc.partial_output
             if exc.ambiguous_delivery or attempt.activity or reconnects_used >= policy.reconnects:
                 exc.partial_output = shown
                 exc.retries = reconnects_used
@@ -173,7 +166,7 @@ async def run_turn(
             await source.reset()
             continue
         except AcpError as exc:
-            shown += attempt.text
+            shown += exc.partial_output
             exc.partial_output = shown
             if not exc.transient:
                 raise

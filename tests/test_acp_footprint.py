@@ -31,3 +31,24 @@ def test_config_still_names_its_settings() -> None:
     assert sorted(config.__all__) == sorted(
         ["ConfigError", "RetrySettings", "Settings", "load_settings", "valid_text"]
     )
+
+
+def test_a_turns_text_keeps_few_strings_and_reads_back_exactly() -> None:
+    import random
+
+    from acp._turn import GrowingText
+
+    rng = random.Random(7)
+    text, chunks = GrowingText(), []
+    assert not text and len(text) == 0 and str(text) == "" and text.tail(2) == ""
+    for n in range(20_000):
+        chunk = rng.choice(["", " ", "\n", "x", "ab", "é😀", f"{n}"])
+        chunks.append(chunk)
+        text.append(chunk)
+        if n % 997 == 0:
+            whole = "".join(chunks)
+            assert str(text) == whole and len(text) == len(whole)
+            assert text.tail(1) == whole[-1:] and text.tail(5) == whole[-5:]
+            assert text.visible == bool(whole.strip())
+    assert str(text) == "".join(chunks)
+    assert sum(len(level) for level in text._levels) < 64 * len(text._levels)
