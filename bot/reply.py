@@ -9,14 +9,14 @@ While the agent streams, the latest text is shown as plain, unrendered text (hal
 renders badly and some dialects reject it outright), coalesced to at most one operation per pacer
 turn, with no-op edits skipped and new messages added as the text outgrows the limit. A part the
 text has grown past for good (`settled_parts`: no text the agent adds can move its boundary) is
-rendered and shown in its final form at once, and never touched again: one call instead of live
-ones plus a final one, and the final calls spread over the reply rather than all at its end.
-`finish` then renders the final text per part, sends only what is not already shown (a final text
-that does not extend what streamed, e.g. a notice put before it, just re-delivers the parts that
-differ), and makes sure it arrives: a 429 holds the whole chat back and
-is waited out, transient failures are retried with backoff, a message that is gone is replaced by a
-new one. Leaving `open_reply` without `finish` (an error, a cancelled turn) delivers the latest
-text, shielded and bounded, so partial output is never lost."""
+rendered and shown in its final form at once, and never touched again: one call instead of live ones
+plus a final one, and the final calls spread over the reply rather than all at its end. `finish`
+then renders the final text per part, sends only what is not already shown (a final text that does
+not extend what streamed, e.g. a notice put before it, just re-delivers the parts that differ), and
+makes sure it arrives: a 429 holds the whole chat back and is waited out, transient failures are
+retried with backoff, a message that is gone is replaced by a new one. Leaving `open_reply` without
+`finish` (an error, a cancelled turn) delivers the latest text, shielded and bounded, so partial
+output is never lost."""
 
 from __future__ import annotations
 
