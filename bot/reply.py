@@ -230,7 +230,7 @@ class ReplyStream:
         # them done: each costs one call instead of live ones plus a final one, and the final
         # calls are spread over the reply instead of all waiting for its end. The status line
         # comes after the text, so it cannot move a settled part.
-        settled = self._settle()
+        settled = self._settle() if len(parts) > 1 else []  # the last part never settles
         if [source for source, _ in settled] != parts[: len(settled)]:
             settled = []  # never expected; the live split is then shown as it is
         index = 0
