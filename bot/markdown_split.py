@@ -167,12 +167,17 @@ class _Splitter:
         return cut, cut
 
     def split(self) -> list[str]:
+        return [self.build(head, start, cut) for head, start, cut, _ in self.spans()]
+
+    def spans(self) -> list[tuple[str, int, int, int]]:
+        """Each part as (head, start, cut, resume): it is `build(head, start, cut)`, and the next
+        one starts at `resume`."""
         text, parts = self.text, []
         start, reopen = 0, None
         while start < len(text) and text[start:].strip():
             head = reopen.opener + "\n" if reopen is not None else ""
             if self.fits(head, start, len(text)):
-                parts.append(self.build(head, start, len(text)))
+                parts.append((head, start, len(text), len(text)))
                 break
             limit = self.largest_fit(head, start)
             if limit == start:
@@ -181,7 +186,6 @@ class _Splitter:
                 cut, resume = start + 1, start + 1
             else:
                 cut, resume = self.choose_cut(head, start, limit)
-            parts.append(self.build(head, start, cut))
             reopen = self.fence_at(cut)
             if reopen is not None and resume < len(text):
                 line = self.line_at(resume)
@@ -191,6 +195,7 @@ class _Splitter:
                     resume, reopen = line.end, None
                     while resume < len(text) and text[resume] == "\n":
                         resume += 1
+            parts.append((head, start, cut, resume))
             start = resume
         return parts
 
@@ -206,3 +211,40 @@ def split_message(text: str, max_units: int, count: Callable[[str], int]) -> lis
     if count(text) <= max_units:
         return [text]
     return _Splitter(text, max_units, count).split()
+
+
+def settled_parts(text: str, max_units: int, count: Callable[[str], int]) -> list[str]:
+    """The leading parts of `split_message(text, ...)` that no text appended to `text` can change:
+    a reply's earlier parts, final while the rest is still being written.
+
+    A part is decided by the text from its start to one separator past the most it can hold
+    (`count` counts each character as at least one unit, as code points and UTF-16 both do, so no
+    cut lies further) and by whether each line there is a fence line. So it is settled once the
+    text reaches past that window, the line still being written cannot turn into a fence line
+    (or, being one, into another kind), and the part is not the last; the parts before it being
+    settled too, since they fix where it starts and whether it reopens a fence."""
+    if not text or count(text) <= max_units:
+        return []
+    splitter = _Splitter(text, max_units, count)
+    writing = splitter.lines[-1]  # the line text appended to would extend
+    settled: list[str] = []
+    for head, start, cut, resume in splitter.spans()[:-1]:
+        reach = max(start + max_units + 2, resume + 1)
+        unsure = writing.start < reach and _may_become_fence(text[writing.start :])
+        if reach > len(text) or unsure:
+            break
+        settled.append(splitter.build(head, start, cut))
+    return settled
+
+
+def _may_become_fence(line: str) -> bool:
+    """Whether more characters after `line` could make it a fence line, or change its fence."""
+    rest = line.lstrip(" ")
+    if len(line) - len(rest) > 3:
+        return False  # indented code, never a fence
+    if not rest:
+        return True
+    if rest[0] not in "`~":
+        return False
+    run = len(rest) - len(rest.lstrip(rest[0]))
+    return run >= 3 or run == len(rest)

@@ -7,11 +7,16 @@ counted, whether messages can be edited, and how often: the caller hands in the 
 
 While the agent streams, the latest text is shown as plain, unrendered text (half-written Markdown
 renders badly and some dialects reject it outright), coalesced to at most one operation per pacer
-turn, with no-op edits skipped and new messages added as the text outgrows the limit. `finish`
-then renders the final text per part and makes sure it arrives: a 429 holds the whole chat back and
-is waited out, transient failures are retried with backoff, a message that is gone is replaced by a
-new one. Leaving `open_reply` without `finish` (an error, a cancelled turn) delivers the latest
-text, shielded and bounded, so partial output is never lost."""
+turn, with no-op edits skipped and new messages added as the text outgrows the limit. A part the
+text has grown past for good (`settled_parts`: no text the agent adds can move its boundary) is
+rendered and shown in its final form at once, and never touched again: one call instead of live ones
+plus a final one, and the final calls spread over the reply rather than all at its end. `finish`
+then renders the final text per part, sends only what is not already shown (a final text that does
+not extend what streamed, e.g. a notice put before it, just re-delivers the parts that differ), and
+makes sure it arrives: a 429 holds the whole chat back and is waited out, transient failures are
+retried with backoff, a message that is gone is replaced by a new one. Leaving `open_reply` without
+`finish` (an error, a cancelled turn) delivers the latest text, shielded and bounded, so partial
+output is never lost."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from bot.markdown_split import split_message
+from bot.markdown_split import settled_parts, split_message
 from surfaces.base import STATUS_MARK, ConversationKey, MessageRef, Surface
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.pacing import ChatPacer
@@ -80,6 +85,10 @@ class ReplyStream:
         self._final: str | None = None  # set by finish(); the exit path retries it if interrupted
         self._outcome: bool | None = None  # finish()'s result once it ran to the end
         self._split_cache: tuple[str, list[str]] = ("", [])
+        # The leading source parts of the text that can no longer change, each with what it
+        # renders to: shown in final form as soon as they settle (see _live_step).
+        self._settled: list[tuple[str, list[str]]] = []
+        self._settled_for = ""  # the text they were worked out for
         self._previewed = ""  # the draft last shown, on surfaces with drafts
 
     def update(self, text: str) -> None:
@@ -205,8 +214,9 @@ class ReplyStream:
         status = STATUS_MARK + " ".join(self._status.split())
         return f"{self._text}\n\n{status}" if self._text.strip() else status
 
-    def _live_step(self) -> tuple[int, str] | None:
-        """The first live operation needed to show the latest text, if any."""
+    def _live_step(self) -> tuple[int, str, bool] | None:
+        """The first live operation needed to show the latest text, if any: (index, text,
+        formatted)."""
         text = self._live_text()
         if not self._live or not text.strip():
             return None
@@ -215,11 +225,36 @@ class ReplyStream:
         parts = self._split_cache[1]
         if self._caps.drafts:
             # One ephemeral bubble: preview the part being written; finish() sends them all.
-            return (-1, parts[-1]) if parts and parts[-1] != self._previewed else None
-        for index, part in enumerate(parts):
+            return (-1, parts[-1], False) if parts and parts[-1] != self._previewed else None
+        # Parts the text has grown past are shown once, in their final form, and finish() finds
+        # them done: each costs one call instead of live ones plus a final one, and the final
+        # calls are spread over the reply instead of all waiting for its end. The status line
+        # comes after the text, so it cannot move a settled part.
+        settled = self._settle() if len(parts) > 1 else []  # the last part never settles
+        if [source for source, _ in settled] != parts[: len(settled)]:
+            settled = []  # never expected; the live split is then shown as it is
+        index = 0
+        for _, pieces in settled:
+            for piece in pieces:
+                if not self._shows(index, piece, formatted=True):
+                    return index, piece, True
+                index += 1
+        for part in parts[len(settled) :]:
             if not self._shows(index, part):
-                return index, part
+                return index, part, False
+            index += 1
         return None
+
+    def _settle(self) -> list[tuple[str, list[str]]]:
+        if self._settled_for != self._text:
+            sources = settled_parts(self._text, self._caps.max_chars, self._caps.count)
+            known = self._settled
+            for at, source in enumerate(sources):
+                if at >= len(known) or known[at][0] != source:
+                    known[at:] = [(source, self._render(source, self._caps.max_chars))]
+            del known[len(sources) :]
+            self._settled_for = self._text
+        return self._settled
 
     async def _stream_live(self) -> None:
         try:
@@ -242,14 +277,14 @@ class ReplyStream:
         finally:
             self._live_done.set()
 
-    async def _try_live(self, index: int, text: str) -> None:
+    async def _try_live(self, index: int, text: str, formatted: bool) -> None:
         try:
             if index < 0:
                 await self._surface.preview(self._key, text)
                 self._previewed = text
                 self._typing_scope.cancel()
             else:
-                await self._put(index, text)
+                await self._put(index, text, formatted=formatted)
         except RateLimited as exc:
             self._pacer.record(exc)
         except MessageGone:

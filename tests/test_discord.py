@@ -523,6 +523,24 @@ async def test_a_busy_budget_declines_live_calls_and_skips_final_edits_that_chan
         assert await spending.edit(1, "final", final=True)
 
 
+async def test_a_reply_s_later_live_messages_stay_live_calls_after_a_part_is_final() -> None:
+    spending = Spending(rate=20.0)  # a slot every 50 ms
+    await spending.new_message(7, final=False)  # the reply's first message: as urgent as any
+    spending.sent(7, 1, "first part, live", final=False)
+    assert await spending.edit(1, "first part", final=True)
+    spending.edited(7, 1, "first part", final=True)  # settled while the reply goes on
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(spending.new_message)  # another chat's message waits for the next slot
+        await anyio.sleep(0.01)
+        with pytest.raises(RateLimited):  # the second part, live: the reply is not over
+            await spending.new_message(7, final=False)
+    spending.heard(7)  # the person writes again: the next message starts a new reply
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(spending.new_message)
+        await anyio.sleep(0.01)
+        await spending.new_message(7, final=False)  # queued, not declined
+
+
 # ---- pure conversions ---------------------------------------------------------------------------
 def test_mentions_are_stripped_from_what_people_type_and_commands_are_spelled_for_the_bot() -> None:
     assert strip_mention("<@42> hello <@!42>", 42) == "hello"

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from bot.markdown_split import settled_parts
 from bot.reply import open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
@@ -182,6 +183,42 @@ def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
     assert pacers.for_chat(ConversationKey("test", "c", "t2").chat) is one
     assert pacers.for_chat(ConversationKey("test", "d").chat) is not one
     assert one.min_interval == surface.capabilities.min_edit_interval
+
+
+def test_settled_parts_are_those_no_appended_text_can_change() -> None:
+    rng = random.Random(20261201)
+    for _ in range(40):
+        text = random_markdown(rng, emoji=rng.random() < 0.3)
+        limit = rng.randint(30, 90)
+        count = rng.choice([count_chars, count_utf16])
+        whole = split_message(text, limit, count)
+        seen = 0
+        end = 0
+        while end < len(text):
+            end += rng.randint(1, 4)
+            settled = settled_parts(text[:end], limit, count)
+            assert settled == whole[: len(settled)], (text[:end], limit)
+            assert len(settled) >= seen  # what settled stays settled
+            seen = len(settled)
+        assert seen >= len(whole) - 2 or len(whole) <= 1
+
+
+def test_a_part_settles_only_once_the_text_is_past_its_window_and_its_fences_are_known() -> None:
+    first = "a" * 20 + " " + "b" * 9  # 30 characters: a whole part, if a break followed
+    # With one character more the cut is not known yet: a space next keeps the b's in the first
+    # part, a longer word moves them to the second.
+    assert settled_parts(first + "x", 30, len) == []
+    assert split_message(first + " more", 30, len)[0] == first
+    assert split_message(first + "xyz", 30, len)[0] == "a" * 20
+    assert settled_parts(first + " more", 30, len) == [first]
+    assert settled_parts(first + "xyz", 30, len) == ["a" * 20]
+    # The line being written might still open a fence, which would change where parts break.
+    line = "a" * 20 + "\n"
+    assert settled_parts(line + "`" * 12, 30, len) == []
+    assert settled_parts(line + "  ~~~ " + "y" * 8, 30, len) == []
+    assert settled_parts(line + "``x" + "y" * 9, 30, len) == ["a" * 20]
+    assert settled_parts(line + "    ```" + "y" * 5, 30, len) == ["a" * 20]  # indented: code
+    assert settled_parts(line + "words " * 2, 30, len) == ["a" * 20]
 
 
 # -- ReplyStream ----------------------------------------------------------------------------------
@@ -469,3 +506,81 @@ async def test_a_surface_with_drafts_previews_live_and_sends_the_final_as_messag
     assert "preview" in ops and "edit" not in ops
     sends = [c for c in surface.calls if c.op == "send"]
     assert [c.text for c in sends] == ["the final answer"] and sends[0].formatted
+
+
+def _formatted_per_message(surface: ScriptedSurface) -> dict[str, list[str]]:
+    formatted: dict[str, list[str]] = {}
+    for call in surface.ops("send", "edit"):
+        if call.formatted:
+            formatted.setdefault(call.message, []).append(call.text)
+    return formatted
+
+
+@pytest.mark.anyio
+async def test_a_part_the_text_has_grown_past_is_delivered_once_in_final_form_while_streaming() -> (
+    None
+):
+    surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("*", "!"))
+    words = [f"*w{i}*" for i in range(40)]
+    final = " ".join(words)
+    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+        for n in range(1, len(words) + 1):
+            reply.update(" ".join(words[:n]))
+            await anyio.sleep(0.005)
+        await wait_for(lambda: len(_formatted_per_message(surface)) >= 2, "settled parts")
+        before_finish = len(surface.calls)
+        assert await reply.finish(final) is True
+    expected = [surface.render(part) for part in split_message(final, 40, count_chars)]
+    assert list(surface.shown().values()) == expected
+    early = surface.calls[:before_finish]
+    first = [c for c in early if c.formatted]
+    assert first and first[0].text == expected[0]  # the first part, final, before the end
+    # Each message gets its final form once, and nothing after it.
+    per_message = _formatted_per_message(surface)
+    assert all(len(texts) == 1 for texts in per_message.values()), per_message
+    for message in per_message:
+        calls = [c for c in surface.ops("send", "edit") if c.message == message]
+        assert calls[-1].formatted
+    # finish() only had the parts that had not settled left to deliver.
+    late = [c for c in surface.calls[before_finish:] if c.op in ("send", "edit")]
+    assert len(late) <= 2, late
+
+
+@pytest.mark.anyio
+async def test_settled_parts_that_the_final_text_does_not_keep_are_corrected() -> None:
+    surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("*", "!"))
+    streamed = " ".join(f"*w{i}*" for i in range(30))
+    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+        reply.update(streamed)
+        await wait_for(lambda: _formatted_per_message(surface), "a settled part")
+        # The turn ends with another text (an error notice, a rewritten answer).
+        final = "**Note:** " + streamed
+        assert await reply.finish(final) is True
+    expected = [surface.render(part) for part in split_message(final, 40, count_chars)]
+    assert list(surface.shown().values())[: len(expected)] == expected
+    assert all(text == "…" for text in list(surface.shown().values())[len(expected) :])
+
+
+@pytest.mark.anyio
+async def test_streamed_fenced_replies_end_exactly_as_their_final_split_with_one_final_each() -> (
+    None
+):
+    rng = random.Random(7)
+    for _ in range(12):
+        final = random_markdown(rng)
+        surface = recording_surface(max_chars=50, render_with=lambda md: md.replace("ok", "OK"))
+        async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+            end = 0
+            while end < len(final):
+                end += rng.randint(1, 12)
+                reply.update(final[:end])
+                await anyio.sleep(0.002)
+            assert await reply.finish(final) is True
+        expected = [
+            piece
+            for part in split_message(final, 50, count_chars)
+            for piece in split_message(surface.render(part), 50, count_chars)
+        ]
+        assert list(surface.shown().values())[: len(expected)] == expected, final
+        per_message = _formatted_per_message(surface)
+        assert all(len(texts) == 1 for texts in per_message.values()), (final, per_message)

@@ -303,6 +303,7 @@ class DiscordSurface:
         """File `event` in its conversation's lane (dropped when not running); a followup's
         event waits there until the command is acknowledged."""
         pending = _Pending(event, followup)
+        self._spending.heard(int(event.key.chat))  # what the bot says next starts a reply
         if followup is None:
             pending.ready.set()
         self._lanes.put(event.key, pending)

@@ -15,6 +15,13 @@ what the person needs first.
 - A final edit that would show exactly what the message already shows is skipped while the
   budget is busy; with a slot free it is made, as it always was.
 
+A reply's live messages after its first stay live calls after some of its parts were given their
+final form: the reply stream finishes each part as soon as the text has grown past it, so a final
+call no longer means the reply is over. What starts a reply is a person writing: `heard` makes the
+bot's next message in that channel the first of a reply again. (A person writing while a reply
+still streams therefore leaves the next reply's first message a live call: it waits for a free slot
+rather than queueing, and the final delivers it in any case.)
+
 What each message shows, and which chats have a reply's live messages on show, are remembered
 for the latest `MEMORY` of each, so the memory stays bounded however many chats the bot meets."""
 
@@ -39,7 +46,7 @@ class Spending:
     def __init__(self, rate: float) -> None:
         self.budget = GlobalBudget(rate)
         self._shown: dict[int, str] = {}  # message id -> its text, oldest first
-        self._live: dict[int, None] = {}  # channels whose latest message is a live reply's
+        self._live: dict[int, None] = {}  # channels where a reply has shown a live message
 
     async def new_message(self, channel: int = 0, *, final: bool = True) -> None:
         """Wait for a slot for a call that creates a message in `channel` (or opens a thread, or
@@ -67,17 +74,17 @@ class Spending:
         """A slot for a call worth making only when one is free at once (typing)."""
         return self.budget.take_if_free()
 
+    def heard(self, channel: int) -> None:
+        """A person wrote in `channel`: the bot's next message there starts a reply."""
+        self._live.pop(channel, None)
+
     def sent(self, channel: int, message_id: int, content: str, *, final: bool) -> None:
         _remember(self._shown, message_id, content)
-        if final:
-            self._live.pop(channel, None)
-        else:
+        if not final:
             _remember(self._live, channel, None)
 
     def edited(self, channel: int, message_id: int, content: str, *, final: bool) -> None:
         _remember(self._shown, message_id, content)
-        if final:
-            self._live.pop(channel, None)  # the reply is being finished
 
 
 def _declined() -> RateLimited:
