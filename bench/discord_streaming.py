@@ -120,11 +120,18 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeDiscord]) -> dic
 
             await fake.call(inject)
             injected = time.monotonic()
+            seen: set[ConversationKey] = set()  # keys whose runner has existed
             with anyio.move_on_after(args.timeout):
                 while not all_done:
                     await anyio.sleep(0.25)
-                    runners = [app.runners.get(key) for key in keys]
-                    all_done = all(r is not None and not r.running for r in runners)
+                    # An idle conversation's runner is released (and gone from `runners`) a
+                    # little after its turn: one that existed and is gone has finished.
+                    runners = {key: app.runners.get(key) for key in keys}
+                    seen.update(key for key, runner in runners.items() if runner is not None)
+                    all_done = all(
+                        key in seen and (runner is None or not runner.running)
+                        for key, runner in runners.items()
+                    )
             finished = time.monotonic()
 
     def collect() -> tuple[list[tuple[str, str, float, int]], dict[str, list[str]]]:
