@@ -85,7 +85,10 @@ def resolve_executable(argv: Sequence[str], env: Mapping[str, str]) -> list[str]
             raise AcpSpawnFailed(program, "was not found")
         if not os.access(path, os.X_OK):
             raise AcpSpawnFailed(program, "is not executable")
-        return [str(path.resolve()), *argv[1:]]  # the agent runs in the workspace, not here
+        # Absolute, because the agent runs in the workspace, not here; but not resolved: a
+        # virtual environment's `bin/python` is a symlink, and the environment is found from the
+        # path it was started by, so following the link would lose it.
+        return [os.path.abspath(program), *argv[1:]]
     found = shutil.which(program, path=env.get("PATH", os.defpath))
     if found is None:
         raise AcpSpawnFailed(program, "was not found on PATH")

@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
+import sys
+import sysconfig
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -353,6 +356,47 @@ async def test_a_relative_agent_path_runs_the_file_that_was_checked(
         backend=get_backend("kiro"),
         argv=("./bin/agent", *argv[2:]),
         workspace=workspace,  # ...but spawned with cwd=workspace, where ./bin/agent is not
+        request_timeout=10.0,
+        initialize_timeout=10.0,
+        shutdown_grace=0.5,
+    )
+    with anyio.fail_after(WAIT):
+        async with _client(spec) as client:
+            assert client.runtime.alive
+    assert fake_agent.spawns() == 1
+
+
+def _venv_with_a_module_of_its_own(venv: Path) -> Path:
+    """A virtual environment whose site-packages holds `only_in_this_venv`; its `bin/python`."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60
+    )
+    python = venv / "bin" / "python"
+    assert python.is_symlink()
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    Path(purelib, "only_in_this_venv.py").write_text("PRESENT = True\n")
+    return python
+
+
+@pytest.mark.anyio
+async def test_an_interpreter_inside_a_virtual_environment_keeps_its_environment(
+    fake_agent: FakeAgent, workspace: Path, tmp_path: Path
+) -> None:
+    # `SWITCHBOARD_AGENT_COMMAND="/path/venv/bin/python agent.py"`: bin/python is a symlink to the
+    # base interpreter, and only the path it is started by finds the environment's packages.
+    python = _venv_with_a_module_of_its_own(tmp_path / "venv")
+    argv = fake_agent.argv()
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import runpy, sys\nimport only_in_this_venv\n"
+        f"sys.argv = [{argv[1]!r}, *sys.argv[1:]]\n"
+        f"sys.path.insert(0, {str(Path(argv[1]).parent.parent.parent)!r})\n"
+        f"runpy.run_path({argv[1]!r}, run_name='__main__')\n"
+    )
+    spec = RuntimeSpec(
+        backend=get_backend("kiro"),
+        argv=(str(python), str(agent), *argv[2:]),
+        workspace=workspace,
         request_timeout=10.0,
         initialize_timeout=10.0,
         shutdown_grace=0.5,
