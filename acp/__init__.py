@@ -15,6 +15,7 @@ from acp.client import (
     AcpPermissionNeeded,
     AcpProcessDied,
     AcpPromptBusy,
+    AcpProtocolMismatch,
     AcpTimeoutError,
     AcpToolGateUnroutable,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "AcpProcessDied",
     "AcpPromptBusy",
     "AcpPromptStats",
+    "AcpProtocolMismatch",
     "AcpRequestTimeout",
     "AcpRuntime",
     "AcpRuntimeDead",

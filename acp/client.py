@@ -42,6 +42,7 @@ __all__ = [
     "AcpPermissionNeeded",
     "AcpProcessDied",
     "AcpPromptBusy",
+    "AcpProtocolMismatch",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
 ]
@@ -172,13 +173,50 @@ class AcpAuthRequired(AcpError):
         self.backend_label = backend_label
         self.sign_in = sign_in
         super().__init__(
-            f"{backend_label} is not signed in to its model service: {sign_in}, then try "
-            "again. Retrying or switching models will not help.",
+            f"{_subject(backend_label)} is not signed in to its model service: {sign_in}, then "
+            "try again. Retrying or switching models will not help.",
             kind="auth",
             code=code,
             raw_error=raw_error,
             request_id=request_id,
         )
+
+
+class AcpProtocolMismatch(AcpError):
+    """The agent speaks another version of ACP than ours (`theirs` None: it did not say which,
+    only that it refused ours, in `said`)."""
+
+    def __init__(self, agent: str, ours: int | str, theirs: object, said: str = "") -> None:
+        self.agent = agent
+        self.ours = ours
+        self.theirs = theirs
+        spoken = (
+            f"speaks ACP protocol version {json.dumps(theirs)}"
+            if theirs is not None
+            else f"refused ACP protocol version {json.dumps(ours)} ({said})"
+        )
+        super().__init__(
+            f"{_subject(agent)} {spoken}, but Switchboard speaks version {json.dumps(ours)}; use "
+            f"a version of the agent that speaks ACP version {json.dumps(ours)}.",
+            kind="protocol",
+        )
+
+
+def _subject(agent: str) -> str:
+    """An agent's name as the start of a sentence, which begins with a capital letter."""
+    if agent[:4].lower() == "the ":
+        return "The " + agent[4:]
+    return f"The agent {agent}"
+
+
+def sign_in_advice(auth_methods: Sequence[dict[str, Any]], fallback: str) -> str:
+    """How to sign in, in the agent's own words (its `authMethods`) when it gave any."""
+    said = []
+    for method in auth_methods[:3]:
+        text = method.get("description") or method.get("name") or ""
+        if isinstance(text, str) and text.strip():
+            said.append(" ".join(text.split())[:200].rstrip("."))
+    return "; or ".join(said) if said else fallback
 
 
 class AcpToolGateUnroutable(AcpError):
@@ -307,7 +345,11 @@ _RE_AUTH = re.compile(
     r"|re-?authenticate|bearer token included in the request is invalid|invalid api key"
     r"|invalid x-api-key|\bauthentication_failed\b|\boauth_org_not_allowed\b"
     r"|\bverification_required\b|\bcloud_credential_error\b|\bunauthorized\b"
-    r"|security token included in the request is (?:expired|invalid or expired)",
+    r"|security token included in the request is (?:expired|invalid or expired)"
+    # a bad or missing key, as model APIs say it (OpenAI, Gemini, their compatibles), also
+    # inside a JSON string in `message` (gemini-cli passes the API's error object on as text)
+    r"|incorrect api key|api key not valid|api[ _-]?key (?:is )?(?:missing|required|not set)"
+    r"|missing api[ _-]?key|no api[ _-]?key|\bUNAUTHENTICATED\b|\"code\\?\":\s*401\b",
     re.I,
 )
 _RE_CONNECTION = re.compile(
@@ -517,6 +559,7 @@ _CATALOGUE: tuple[_Row, ...] = (
         "if it persists, refresh the agent's credentials.",
     ),
     _Row("auth", False, _RE_AUTH, code=-32000),
+    _Row("auth", False, _RE_AUTH, code=401),  # the HTTP status as the JSON-RPC code (gemini-cli)
     _Row(
         "connection",
         True,
@@ -678,8 +721,10 @@ def _acp_error_from(
     advertised_models: Sequence[str] | None = None,
     fresh_session: bool = False,
     partial_output: str = "",
+    sign_in: str = "",
 ) -> AcpError:
-    """The raise helper: a raw JSON-RPC error object -> the AcpError a caller should raise."""
+    """The raise helper: a raw JSON-RPC error object -> the AcpError a caller should raise.
+    `sign_in` says how to sign in when the agent said so itself (its `authMethods`)."""
     backend = backend or get_backend("generic")
     verdict = _classify(error, advertised_models=advertised_models, fresh_session=fresh_session)
     code, request_id = verdict.code, verdict.request_id
@@ -688,7 +733,11 @@ def _acp_error_from(
         exc = AcpPromptBusy(code=code, raw_error=error)
     elif verdict.kind == "auth":
         exc = AcpAuthRequired(
-            backend.label, backend.sign_in, code=code, raw_error=error, request_id=request_id
+            backend.label,
+            sign_in or backend.sign_in,
+            code=code,
+            raw_error=error,
+            request_id=request_id,
         )
     elif verdict.kind == "model_unavailable":
         exc = AcpModelUnavailable(

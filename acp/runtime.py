@@ -141,6 +141,7 @@ class AcpRuntime:
         )
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
+        self.auth_methods: list[dict[str, Any]] = []  # how the agent says one signs it in
         self.auth_status = ""  # claude/codex announce it: "none" means not signed in
         self.stopping = False  # set once shutdown begins: an exit after that is expected
         self.abandoned = False  # it ignored a cancel: being stopped, never handed out again
@@ -222,6 +223,12 @@ class AcpRuntime:
             self.agent_capabilities = caps if isinstance(caps, dict) else {}
             info = reply.result.get("agentInfo")
             self.agent_info = info if isinstance(info, dict) else {}
+            methods = reply.result.get("authMethods")
+            self.auth_methods = [
+                method
+                for method in (methods if isinstance(methods, list) else [])[:8]
+                if isinstance(method, dict)
+            ]
         return reply
 
     async def _drain_stderr(self) -> None:

@@ -8,6 +8,7 @@ or as the transport's `AcpRuntimeError`; this module only decides when to ask fo
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,12 @@ from acp.client import (
     AcpError,
     AcpModelUnavailable,
     AcpPromptBusy,
+    AcpProtocolMismatch,
     AcpToolGateUnroutable,
     _acp_error_from,
     _looks_like_error_text,
     _says_sign_in_needed,
+    sign_in_advice,
 )
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
@@ -32,6 +35,9 @@ from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mod
 from acp.types import AcpEvent, PendingPermission
 
 log = logging.getLogger(__name__)
+
+# How agents word a refusal of the protocol version we asked for.
+_RE_VERSION_REFUSED = re.compile(r"(unsupported|incompatible|unknown)\W+protocol\W*version", re.I)
 
 
 def _advertised_models(result: dict[str, Any]) -> list[str]:
@@ -162,6 +168,7 @@ class AcpSession:
             advertised_models=self.models or None,
             fresh_session=self.turns == 0,
             partial_output=partial_output,
+            sign_in=self.client.sign_in,
         )
 
     async def cancel(self) -> None:
@@ -221,8 +228,15 @@ class AcpClient:
 
     def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
         if reply.error is not None:
-            raise _acp_error_from(reply.error, backend=self.backend, fresh_session=True)
+            raise _acp_error_from(
+                reply.error, backend=self.backend, fresh_session=True, sign_in=self.sign_in
+            )
         return reply.result if isinstance(reply.result, dict) else {}
+
+    @property
+    def sign_in(self) -> str:
+        """How to sign the agent in: its own `authMethods` if it gave any, else the preset's."""
+        return sign_in_advice(self.runtime.auth_methods, self.backend.sign_in)
 
     async def handshake(self) -> None:
         try:
@@ -232,7 +246,23 @@ class AcpClient:
             if _says_sign_in_needed(exc.stderr_tail):
                 raise AcpAuthRequired(self.backend.label, self.backend.sign_in) from exc
             raise
-        self._raise_for(reply)
+        ours = self.backend.protocol_version
+        if reply.error is not None:
+            said = str(reply.error.get("message") or "") + " " + str(reply.error.get("data") or "")
+            if _RE_VERSION_REFUSED.search(said):
+                raise AcpProtocolMismatch(self._agent_name(), ours, None, " ".join(said.split()))
+        result = self._raise_for(reply)
+        theirs = result.get("protocolVersion")
+        if theirs != ours or type(theirs) is not type(ours):
+            raise AcpProtocolMismatch(self._agent_name(), ours, theirs)
+
+    def _agent_name(self) -> str:
+        """The agent as it named itself, else its command, else the preset's name."""
+        name = self.runtime.agent_info.get("name")
+        if isinstance(name, str) and name.strip():
+            return " ".join(name.split())[:80]
+        argv = self.runtime.spec.argv
+        return Path(argv[0]).name if argv and argv[0] else self.backend.label
 
     async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
         workspace = (cwd or self.runtime.workspace).resolve()

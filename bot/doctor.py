@@ -4,6 +4,7 @@ writable; does each configured surface have a plausible token. No platform is co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
@@ -13,6 +14,7 @@ from acp import (
     AcpClient,
     AcpError,
     AcpRequestTimeout,
+    AcpRuntime,
     AcpRuntimeDead,
     AcpRuntimeError,
     open_runtime,
@@ -21,7 +23,7 @@ from acp import (
 from bot.agent_sessions import agent_plan
 from bot.store import StoreError, open_store
 from bot.surface_registry import surface_entries, surfaces_nobody_can_use
-from config import ConfigError, Settings
+from config import ConfigError, Settings, valid_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +48,9 @@ async def _agent_checks(settings: Settings) -> list[Check]:
             async with open_runtime(spec) as runtime:
                 client = AcpClient(runtime, gate=gate)
                 await client.handshake()
-                info = runtime.agent_info
-                name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-                checks.append(Check(True, "agent starts", f"initialize answered by {name}"))
+                checks.append(
+                    Check(True, "agent starts", f"initialize answered by {_answered_by(runtime)}")
+                )
                 session = await client.open_session(model=settings.model)
                 if runtime.auth_status == "none":
                     raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
@@ -111,3 +113,18 @@ async def run_doctor(settings: Settings) -> list[Check]:
     checks.append(await _store_check(settings))
     checks.extend(_surface_checks(settings))
     return checks
+
+
+def _answered_by(runtime: AcpRuntime) -> str:
+    """`<name> <version>` as the agent gave them in `agentInfo`; where it gave none, its
+    command's name and "(no version given)", never a placeholder."""
+    info = runtime.agent_info
+    name, version = info.get("name"), info.get("version")
+    if not isinstance(name, str) or not name.strip():
+        name = info.get("title") if isinstance(info.get("title"), str) else ""
+    if not name or not name.strip():
+        argv = runtime.spec.argv
+        name = Path(argv[0]).name if argv else runtime.backend.label
+    if not isinstance(version, str) or not version.strip():
+        version = "(no version given)"
+    return valid_text(" ".join(f"{name} {version}".split()))[:120]

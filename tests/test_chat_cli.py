@@ -993,3 +993,12 @@ def test_stop_ends_the_turn_of_an_agent_that_ignores_the_cancel_after_the_grace(
     assert fake_agent.spawns() == 2
     assert term.end(fake_agent) == 0
     assert all_gone(fake_agent)
+
+
+def test_doctor_names_an_agent_that_gives_no_agent_info_by_its_command(run_cli, fake_agent):
+    anonymous = json.dumps({"agentInfo": None})
+    result = doctor(run_cli, fake_agent.command("--init-result", anonymous))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (starts,) = [line for line in result.stdout.splitlines() if "agent starts" in line]
+    assert "initialize answered by python" in starts and "(no version given)" in starts
+    assert "?" not in starts

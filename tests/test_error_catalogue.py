@@ -510,6 +510,38 @@ CATALOGUE = [
     ),
     case("kiro other unrecognized client", kiro("UnrecognizedClientException"), "auth", T),
     case("kiro http 401", kiro("Request failed with HTTP 401"), "auth", T),
+    # bad or missing keys as third-party agents pass them on (interop.md §2.5)
+    case(
+        "gemini-cli 401 with the API's error object as a JSON string",
+        rpc(
+            401,
+            json.dumps(
+                {
+                    "error": {
+                        "code": 401,
+                        "message": "API key not valid. Please pass a valid API key.",
+                        "status": "UNAUTHENTICATED",
+                    }
+                }
+            ),
+        ),
+        "auth",
+        T,
+    ),
+    case(
+        "an UNAUTHENTICATED status object in data",
+        rpc(-32603, "Internal error", {"status": "UNAUTHENTICATED", "message": "Unauthenticated"}),
+        "auth",
+        T,
+    ),
+    case("a bare HTTP 401 code", rpc(401, "Request failed"), "auth", T),
+    case(
+        "opencode incorrect api key",
+        claude("Incorrect API key provided: sk-mock. You can find your API key at the console."),
+        "auth",
+        T,
+    ),
+    case("an api key that is missing", claude("API key is missing"), "auth", T),
     case("kiro status 403", kiro("request failed: status 403"), "auth", T),
     case("kiro session expired", kiro("Your session expired, sign in again"), "auth", T),
     case("kiro not logged in", kiro("Not logged in"), "auth", T),
@@ -1098,7 +1130,8 @@ def test_auth_names_the_backends_sign_in_step_and_is_terminal(
     assert isinstance(exc, AcpAuthRequired)
     assert exc.kind == "auth" and exc.transient is False
     assert backend.sign_in in exc.text
-    assert backend.label in exc.text
+    assert backend.label.lower() in exc.text.lower()
+    assert exc.text[0].isupper()  # every sentence a person reads starts with a capital letter
     assert "Retrying or switching models will not help" in exc.text
     assert _is_transient_raw_error(error) is False
 
@@ -1525,3 +1558,9 @@ def test_compact_in_provider_text_is_kept() -> None:
 def test_paths_in_provider_text_are_not_taken_for_commands() -> None:
     text = _format_acp_error(kiro("cannot open /home/user/project/notes.md"))
     assert "/home/user/project/notes.md" in text
+
+
+@pytest.mark.parametrize("c", CATALOGUE)
+def test_every_sentence_a_person_reads_starts_with_a_capital_letter(c: Case) -> None:
+    text = _acp_error_from(c.error, backend=get_backend(c.backend), advertised_models=MODELS).text
+    assert not text[0].islower(), text

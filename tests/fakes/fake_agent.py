@@ -893,6 +893,8 @@ def h_initialize(rid: Any, params: dict[str, Any]) -> None:
             },
             "authMethods": [],
             "agentInfo": {"name": "fake-agent", "version": "1.0"},
+            # --init-result: fields that replace these, e.g. another protocolVersion or a null agentInfo
+            **(ARGS.init_result or {}),
         },
     )
     if ARGS.exit_after_init is not None:
@@ -1154,6 +1156,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--current-model")
     ap.add_argument("--config-options", action="store_true")
     ap.add_argument("--init-error", type=_json_arg)
+    ap.add_argument("--init-result", type=_json_arg, help="fields replacing initialize's result")
     ap.add_argument("--init-hang", action="store_true", help="never answer initialize")
     ap.add_argument("--new-error", type=_json_arg)
     ap.add_argument("--load-error", type=_json_arg)
