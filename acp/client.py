@@ -67,7 +67,8 @@ def _retries_clause(retries: int) -> str:
 
 class AcpError(Exception):
     """`what` says what happened; `advice`, when given, what to do. With advice, the retries the
-    ladder spent (`retries`, set by whoever retried) are told between the two."""
+    ladder spent (`retries`, set by whoever retried) and why it stopped early (`stopped_because`)
+    are told between the two."""
 
     def __init__(
         self,
@@ -84,6 +85,9 @@ class AcpError(Exception):
         self.what = what
         self.advice = advice
         self.retries = 0
+        # Why the ladder stopped retrying early (e.g. the turn's time limit), set by it; told,
+        # like the retries, between what happened and the advice.
+        self.stopped_because = ""
         self.kind = kind
         self.transient = transient
         self.code = code
@@ -95,7 +99,8 @@ class AcpError(Exception):
     @property
     def text(self) -> str:
         if self.advice:
-            sentence = f"{self.what}{_retries_clause(self.retries)}. {self.advice}"
+            stopped = f"; {self.stopped_because}" if self.stopped_because else ""
+            sentence = f"{self.what}{_retries_clause(self.retries)}{stopped}. {self.advice}"
         else:
             sentence = self.what
         return _with_request_id(sentence, self.request_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from acp import (
     AcpPromptBusy,
     AcpPromptStats,
     AcpSession,
+    AcpTimeoutError,
     EventKind,
     PendingPermission,
 )
@@ -49,6 +51,9 @@ class RetryPolicy:
     jitter: float = 0.25
     reconnects: int = 3
     busy_retries: int = 2
+    # An attempt this long (s) before a transient error, with nothing written, means the agent
+    # was retrying on its own: not started over.
+    long_attempt: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
@@ -145,16 +150,31 @@ async def run_turn(
     timeout: float | None = None,
 ) -> AcpPromptStats:
     """Run one turn to its stop reason, walking the ladder; a failure that ends it carries the
-    partial output shown so far and the retries spent (`partial_output`, `retries`)."""
+    partial output shown so far and the retries spent (`partial_output`, `retries`).
+
+    `timeout` bounds the whole turn, retries and the waits between them included: each attempt
+    gets what is left, and no retry starts that could not finish in time. An attempt that spent
+    `policy.long_attempt` seconds or more before a transient error, without writing anything,
+    was the agent retrying on its own: it is not retried from zero again."""
     transient_used = busy_used = reconnects_used = 0
     continued = False
     prompt = text
     shown = ""  # text already delivered over earlier attempts
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         attempt = _Attempt()
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise AcpTimeoutError(timeout or 0.0, shown)
         session = await source.session()
+        began = time.monotonic()
         try:
-            return await _stream(session, prompt, output, attempt, timeout)
+            return await _stream(session, prompt, output, attempt, left)
+        except AcpTimeoutError as exc:
+            if timeout is None:
+                raise
+            # The attempt had what was left; the person set (and reads) the whole turn's limit.
+            raise AcpTimeoutError(timeout, shown + exc.partial_output) from exc
         except AcpProcessDied as exc:
             shown += exc.partial_output
             if exc.ambiguous_delivery or attempt.activity or reconnects_used >= policy.reconnects:
@@ -180,11 +200,26 @@ async def run_turn(
                 if transient_used >= policy.transient_retries or continued:
                     exc.retries = transient_used
                     raise
+                spent = time.monotonic() - began
+                if spent >= policy.long_attempt and not attempt.activity:
+                    exc.retries = transient_used
+                    exc.stopped_because = (
+                        f"the agent had already spent {spent:.0f} s on it, retrying on its own, "
+                        "so Switchboard did not start it over"
+                    )
+                    raise
                 if attempt.activity:
                     continued = True
                     prompt = CONTINUE_PROMPT
                 transient_used += 1
                 delay = policy.backoff(transient_used)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                # the retry just counted will not happen
+                exc.retries = (busy_used if isinstance(exc, AcpPromptBusy) else transient_used) - 1
+                exc.stopped_because = (
+                    f"the turn's time limit of {timeout:g} s left no time to try again"
+                )
+                raise
             log.info("retrying after %s error in %.1f s", exc.kind, delay)
             await output.on_retry(exc, delay)
             await anyio.sleep(delay)
