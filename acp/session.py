@@ -26,6 +26,7 @@ from acp.client import (
     _looks_like_error_text,
     _says_sign_in_needed,
 )
+from acp.client_methods import method_not_found
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
@@ -187,6 +188,7 @@ class AcpSession:
     def close(self) -> None:
         """Stop using the session here; the agent may keep it (a binding can load it again)."""
         self.client.runtime.handle.close_inbox(self.session_id)
+        self.client.runtime.client_methods.terminals.release_session(self.session_id)
         self.client.sessions.pop(self.session_id, None)
         self.client.released.pop(self.session_id, None)
 
@@ -313,9 +315,17 @@ class AcpClient:
             await session.set_model(model)
         return session
 
+    def _session_state(self, session_id: str) -> str:
+        session = self.sessions.get(session_id)
+        if session is None:
+            return ""
+        return "turn" if session.turn is not None else "idle"
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
-        if method != "session/request_permission" or not isinstance(params, dict):
-            return RpcReply(error={"code": -32601, "message": "Method not found"})
+        if method != "session/request_permission":
+            return await self.runtime.client_methods.answer(method, params, self._session_state)
+        if not isinstance(params, dict):
+            return method_not_found(method)
         request = parse_permission_request(params)
         session = self.sessions.get(request.session_id)
         turn = session.turn if session is not None else None
