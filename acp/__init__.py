@@ -49,6 +49,7 @@ from acp.types import (
     PermissionOption,
     PermissionRequest,
     RefusalInfo,
+    TerminalActivity,
     ToolCall,
     UsageInfo,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "TerminalActivity",
     "ToolCall",
     "ToolGateUnroutable",
     "UsageInfo",

@@ -30,7 +30,7 @@ from acp.client_methods import method_not_found
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
-from acp.types import AcpEvent, PendingPermission
+from acp.types import AcpEvent, PendingPermission, TerminalActivity
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +216,7 @@ class AcpClient:
         self.released: dict[str, _Released] = {}
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         runtime.handle.on_request = self._on_agent_request
+        runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
     @property
     def backend(self) -> Backend:
@@ -314,6 +315,12 @@ class AcpClient:
         if model and model != session.model:
             await session.set_model(model)
         return session
+
+    def _on_terminal_activity(self, activity: TerminalActivity) -> None:
+        """To the running turn, in order with its other events (none: nobody is watching)."""
+        session = self.sessions.get(activity.session_id)
+        if session is not None and session.turn is not None:
+            session.inbox.push(("c", activity))
 
     def _session_state(self, session_id: str) -> str:
         session = self.sessions.get(session_id)

@@ -22,13 +22,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from acp.types import TerminalActivity
 from acp.workspace_files import INVALID_PARAMS, ClientRequestRefused, confine
 
 log = logging.getLogger(__name__)
@@ -43,17 +43,6 @@ _DRAIN_AFTER_EXIT = 0.5  # seconds the output pipe may stay open after the comma
 
 # A bare command with shell syntax in it (agents often send a whole command line as `command`).
 _SHELL_SYNTAX = re.compile(r"[\s|&;<>()$`\\\"'*?\[\]#~=%]")
-
-
-@dataclass(frozen=True, slots=True)
-class TerminalActivity:
-    """What a running terminal shows: its command line and the last line of its output."""
-
-    session_id: str
-    terminal_id: str
-    command: str
-    last_line: str
-    exited: bool
 
 
 ActivitySink = Callable[[TerminalActivity], None]

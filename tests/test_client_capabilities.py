@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from acp import AcpSession
-from acp.terminals import MAX_TERMINALS_PER_SESSION, TerminalActivity
+from acp import AcpEvent, AcpSession, EventKind
+from acp.terminals import MAX_TERMINALS_PER_SESSION
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, pid_alive, script
+from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
 
 WAIT = 30  # seconds: an upper bound on every test here, never a measurement
 
@@ -27,10 +28,14 @@ def _request(method: str, save: str | None = None, **params: Any) -> dict[str, A
     return step
 
 
-async def _replies(session: AcpSession, *steps: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answers the agent got to its requests, in order."""
-    events = await collect_turn(session, script(*steps))
-    return [json.loads(t[len("reply:") :]) for t in texts(events) if t.startswith("reply:")]
+async def _replies(
+    session: AcpSession, *steps: dict[str, Any], events: list[AcpEvent] | None = None
+) -> list[dict[str, Any]]:
+    """The answers the agent got to its requests, in order (the turn's events into `events`)."""
+    got = await collect_turn(session, script(*steps))
+    if events is not None:
+        events.extend(got)
+    return [json.loads(t[len("reply:") :]) for t in texts(got) if t.startswith("reply:")]
 
 
 def _error(reply: dict[str, Any]) -> str:
@@ -232,10 +237,9 @@ async def test_a_write_between_turns_is_refused(fake_agent: FakeAgent, workspace
 async def test_a_terminal_runs_in_the_workspace_and_reports_output_and_exit(
     fake_agent: FakeAgent, workspace: Path
 ) -> None:
-    activity: list[TerminalActivity] = []
+    events: list[AcpEvent] = []
     with anyio.fail_after(WAIT):
         async with open_test_client(agent_spec(fake_agent, workspace)) as client:
-            client.runtime.client_methods.terminals.on_activity = activity.append
             session = await client.open_session()
             created, waited, output, released, after = await _replies(
                 session,
@@ -250,7 +254,10 @@ async def test_a_terminal_runs_in_the_workspace_and_reports_output_and_exit(
                 _request("terminal/output", terminalId="$t1.terminalId"),
                 _request("terminal/release", terminalId="$t1.terminalId"),
                 _request("terminal/output", terminalId="$t1.terminalId"),
+                events=events,
             )
+    activity = [e.terminal for e in events if e.kind is EventKind.TERMINAL_ACTIVITY]
+    assert all(a is not None for a in activity)
     assert isinstance(created["result"]["terminalId"], str)
     assert waited == {"result": {"exitCode": 3, "signal": None}}
     assert output["result"] == {
@@ -260,8 +267,10 @@ async def test_a_terminal_runs_in_the_workspace_and_reports_output_and_exit(
     }
     assert released == {"result": None}
     assert "no terminal" in _error(after)
-    assert activity[0].command.startswith("sh -c") and not activity[0].exited
-    assert activity[-1].exited and activity[-1].last_line == "hello there"
+    first, last = activity[0], activity[-1]
+    assert first is not None and first.status_line().startswith("running: sh -c")
+    assert not first.exited
+    assert last is not None and last.exited and last.last_line == "hello there"
 
 
 @pytest.mark.anyio
@@ -401,3 +410,32 @@ async def test_no_terminal_outlives_the_agent(fake_agent: FakeAgent, workspace: 
             assert pid_alive(pid)
         while pid_alive(pid):
             await anyio.sleep(0.02)
+
+
+# ---- the live reply's status line ------------------------------------------------------------
+@pytest.mark.anyio
+async def test_the_live_reply_shows_the_running_command_and_its_last_output_line(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    go = tmp_path / "go"
+    command = f"echo compiling; while [ ! -e {go} ]; do sleep 0.05; done; echo linked"
+    steps = script(
+        {"chunk": "Building."},
+        _request("terminal/create", save="b", command=command),
+        _request("terminal/wait_for_exit", terminalId="$b.terminalId"),
+        {"chunk": " Built."},
+    )
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        done = surface.post(surface.message("alice", steps))
+        await wait_for(
+            lambda: any(
+                "running: echo compiling" in call.text and "compiling" in call.text.split("—")[-1]
+                for call in surface.calls
+            ),
+            "the status line with the command and its output",
+        )
+        go.touch()
+        await finished(done)
+    assert "running:" not in surface.transcript()
+    assert "Built." in surface.transcript()
