@@ -50,6 +50,7 @@ from acp.types import (
     PermissionOption,
     PermissionRequest,
     RefusalInfo,
+    TerminalActivity,
     ToolCall,
     UsageInfo,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "TerminalActivity",
     "ToolCall",
     "ToolGateUnroutable",
     "UsageInfo",

@@ -320,6 +320,8 @@ class PromptTurn:
                         stderr_tail=self.stderr_tail(),
                         partial_output=self.partial_output,
                     ) from cause
+                elif tag == "c":  # a terminal of this session ran or printed (TerminalHost)
+                    yield AcpEvent(EventKind.TERMINAL_ACTIVITY, terminal=item[1])
                 elif tag == "t":  # a timer: the deadline or the cancel grace
                     now = time.monotonic()
                     if self._grace_deadline is not None and now >= self._grace_deadline:

@@ -27,6 +27,7 @@ import anyio.lowlevel
 
 from acp._dispatch import redact
 from acp.backends import Backend
+from acp.client_methods import ClientMethods
 from acp.session_handle import (
     DEFAULT_MAX_LINE_BYTES,
     AcpRequestTimeout,
@@ -146,6 +147,8 @@ class AcpRuntime:
         self.stopping = False  # set once shutdown begins: an exit after that is expected
         self.abandoned = False  # it ignored a cancel: being stopped, never handed out again
         self._tg: anyio.abc.TaskGroup | None = None  # serve_runtime's, while it serves us
+        # fs/* and terminal/* for the agent; its terminals live in serve_runtime's task group
+        self.client_methods = ClientMethods(spec.workspace, spec.env)
         self.handle.on_notification = self._on_notification
 
     def _on_notification(self, method: str, params: Any) -> None:
@@ -211,10 +214,7 @@ class AcpRuntime:
     async def initialize(self) -> RpcReply:
         params = {
             "protocolVersion": self.backend.protocol_version,
-            "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False},
-                "terminal": False,
-            },
+            "clientCapabilities": self.client_methods.advertised(),
             "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
         }
         reply = await self.call("initialize", params, timeout=self.spec.initialize_timeout)
@@ -244,6 +244,7 @@ class AcpRuntime:
                 log.debug("agent stderr: %s", chunk[:2000].decode("utf-8", "replace").rstrip())
 
     async def _death_cause(self) -> AcpRuntimeDead:
+        self.client_methods.terminals.kill_all()  # the agent is gone: so are its commands
         with anyio.move_on_after(1.0):
             await self.process.wait()
         await anyio.lowlevel.checkpoint()  # let the stderr drain pick up the last words
@@ -256,6 +257,7 @@ class AcpRuntime:
     async def shutdown(self) -> None:
         """close stdin -> wait -> SIGTERM the group -> SIGKILL the group. Bounded and shielded."""
         self.stopping = True
+        self.client_methods.terminals.kill_all()
         with anyio.CancelScope(shield=True):
             stdin = self.process.stdin
             if stdin is not None:
@@ -359,6 +361,7 @@ async def serve_runtime(runtime: AcpRuntime) -> AsyncIterator[AcpRuntime]:
     async with anyio.create_task_group() as tg:
         tg.start_soon(runtime._drain_stderr)
         tg.start_soon(runtime.handle.serve)
+        await tg.start(runtime.client_methods.terminals.serve)
         runtime._tg = tg
         try:
             yield runtime

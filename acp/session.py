@@ -29,10 +29,11 @@ from acp.client import (
     _says_sign_in_needed,
     sign_in_advice,
 )
+from acp.client_methods import method_not_found
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
-from acp.types import AcpEvent, PendingPermission
+from acp.types import AcpEvent, PendingPermission, TerminalActivity
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,7 @@ class AcpSession:
     def close(self) -> None:
         """Stop using the session here; the agent may keep it (a binding can load it again)."""
         self.client.runtime.handle.close_inbox(self.session_id)
+        self.client.runtime.client_methods.terminals.release_session(self.session_id)
         self.client.sessions.pop(self.session_id, None)
         self.client.released.pop(self.session_id, None)
 
@@ -221,6 +223,7 @@ class AcpClient:
         self.released: dict[str, _Released] = {}
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         runtime.handle.on_request = self._on_agent_request
+        runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
     @property
     def backend(self) -> Backend:
@@ -343,9 +346,23 @@ class AcpClient:
             await session.set_model(model)
         return session
 
+    def _on_terminal_activity(self, activity: TerminalActivity) -> None:
+        """To the running turn, in order with its other events (none: nobody is watching)."""
+        session = self.sessions.get(activity.session_id)
+        if session is not None and session.turn is not None:
+            session.inbox.push(("c", activity))
+
+    def _session_state(self, session_id: str) -> str:
+        session = self.sessions.get(session_id)
+        if session is None:
+            return ""
+        return "turn" if session.turn is not None else "idle"
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
-        if method != "session/request_permission" or not isinstance(params, dict):
-            return RpcReply(error={"code": -32601, "message": "Method not found"})
+        if method != "session/request_permission":
+            return await self.runtime.client_methods.answer(method, params, self._session_state)
+        if not isinstance(params, dict):
+            return method_not_found(method)
         request = parse_permission_request(params)
         session = self.sessions.get(request.session_id)
         turn = session.turn if session is not None else None

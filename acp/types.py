@@ -49,6 +49,22 @@ class EventKind(StrEnum):
     PERMISSION = "permission"
     REFUSAL = "refusal"
     TERMINAL = "terminal"
+    # a command the agent runs through terminal/create: what it runs and its last output line
+    TERMINAL_ACTIVITY = "terminal_activity"
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalActivity:
+    """What a terminal the agent started shows: its command line and its last line of output."""
+
+    session_id: str
+    terminal_id: str
+    command: str
+    last_line: str
+    exited: bool
+
+    def status_line(self) -> str:
+        return f"running: {self.command}" + (f" — {self.last_line}" if self.last_line else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,3 +199,4 @@ class AcpEvent:
     commands: tuple[str, ...] = ()
     permission: PendingPermission | None = None
     raw: dict[str, Any] | None = field(default=None, repr=False)
+    terminal: TerminalActivity | None = None

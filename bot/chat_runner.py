@@ -78,6 +78,9 @@ class _ChatOutput:
         elif kind is EventKind.TOOL_UPDATE and event.tool is not None:
             if event.tool.status in ("completed", "failed"):
                 self.reply.set_status(None)
+        elif kind is EventKind.TERMINAL_ACTIVITY and event.terminal is not None:
+            terminal = event.terminal
+            self.reply.set_status(None if terminal.exited else terminal.status_line())
         elif kind is EventKind.COMMANDS:
             self.runner.agent_commands = event.commands
         elif kind is EventKind.USAGE and event.usage is not None:

@@ -225,8 +225,9 @@ async def test_unknown_agent_requests_are_answered_method_not_found(
 ) -> None:
     requests = [
         {"request": {"method": "_kiro/auth/getAccessToken", "params": {}}},
-        {"request": {"method": "fs/write_text_file", "params": {"path": "/tmp/x", "content": ""}}},
-        {"request": {"method": "terminal/create", "params": {"command": "ls"}}},
+        # fs/* and terminal/* are served now (tests/test_client_capabilities.py); these are not
+        {"request": {"method": "elicitation/create", "params": {"message": "Your name?"}}},
+        {"request": {"method": "terminal/attach", "params": {"terminalId": "t"}}},
         {"request": {"method": "session/request_permission", "params": [1, 2]}},
     ]
     with anyio.fail_after(WAIT):

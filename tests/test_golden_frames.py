@@ -253,6 +253,47 @@ async def test_unknown_agent_requests_get_the_golden_method_not_found_reply(
     check_golden("sent_method_not_found.json", frames)
 
 
+_RE_TERMINAL_ID = re.compile(r"\bterm-\d+-[0-9a-f]{8}\b")
+
+
+@pytest.mark.anyio
+async def test_fs_and_terminal_requests_get_the_golden_answers(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("one\ntwo\n", encoding="utf-8")
+    steps = [
+        {"request": {"method": "fs/read_text_file", "params": {"path": f"{workspace}/notes.txt"}}},
+        {"request": {"method": "fs/read_text_file", "params": {"path": "/etc/hostname"}}},
+        {
+            "request": {
+                "method": "fs/write_text_file",
+                "params": {"path": f"{workspace}/out.txt", "content": "written"},
+            }
+        },
+        {
+            "request": {"method": "terminal/create", "params": {"command": "echo hi"}},
+            "save": "t",
+        },
+        {
+            "request": {
+                "method": "terminal/wait_for_exit",
+                "params": {"terminalId": "$t.terminalId"},
+            }
+        },
+        {"request": {"method": "terminal/output", "params": {"terminalId": "$t.terminalId"}}},
+        {"request": {"method": "terminal/kill", "params": {"terminalId": "$t.terminalId"}}},
+        {"request": {"method": "terminal/release", "params": {"terminalId": "$t.terminalId"}}},
+    ]
+    with anyio.fail_after(WAIT):
+        async with _client(_spec(fake_agent, workspace)) as client:
+            session = await client.open_session()
+            await _turn(session, "SCRIPT:" + json.dumps(steps))
+    frames = after_handshake(sent_frames(fake_agent, workspace))
+    replies = [f for f in frames if "method" not in f]
+    normalized = json.loads(_RE_TERMINAL_ID.sub("<TERMINAL_ID>", json.dumps(replies)))
+    check_golden("sent_client_methods.json", normalized)
+
+
 @pytest.mark.anyio
 async def test_a_kiro_session_load_carries_the_session_file_meta(
     fake_agent: FakeAgent, workspace: Path

@@ -27,7 +27,10 @@ Step vocabulary (each step is a JSON object; steps run in order):
                                       session/request_permission, wait, then chunk
                                       "permission:<optionId>" / "permission:cancelled" /
                                       "permission:error" / "permission:invalid"
-  {"request": {"method", "params"?}}  any agent->client request; chunk "reply:<compact JSON>"
+  {"request": {"method", "params"?}, "save"?: NAME}
+                                      any agent->client request; chunk "reply:<compact JSON>";
+                                      with save, later params may say "$NAME.FIELD" for a field
+                                      of its result (e.g. "$t1.terminalId")
   {"stop": reason, "usage"?, "meta"?} answer the prompt {stopReason, usage?, _meta?}
   {"error": {code, message, data?}}   answer the prompt with this error
   {"exit": N}                         flush and os._exit(N)
@@ -187,7 +190,8 @@ def _scenarios(dialect: str) -> dict[str, list[dict[str, Any]]]:
         ],
         "UNKNOWN_REQUEST": [
             {"request": {"method": "_vendor/whatever", "params": {"x": 1}}},
-            {"request": {"method": "fs/read_text_file", "params": {"path": "/etc/hostname"}}},
+            # a real ACP method, but one we do not advertise (fs/* and terminal/* we serve)
+            {"request": {"method": "elicitation/create", "params": {"message": "Your name?"}}},
             {"chunk": "done with requests"},
         ],
         "BUSY": [
@@ -638,6 +642,32 @@ def _with_session(params: Any, session_id: str) -> Any:
     return params
 
 
+# ---- saved request results (client capabilities: fs/*, terminal/*) --------------------------
+# A request step with "save": NAME keeps its result; a later request's params may then use the
+# string "$NAME.FIELD" (e.g. "$t1.terminalId"), replaced by that field of the saved result.
+SAVED_RESULTS: dict[str, Any] = {}
+_SAVED_REF = re.compile(r"^\$([A-Za-z0-9_]+)\.([A-Za-z0-9_]+)$")
+
+
+def _save_result(step: dict[str, Any], frame: dict[str, Any]) -> None:
+    name = step.get("save")
+    if isinstance(name, str):
+        SAVED_RESULTS[name] = frame.get("result")
+
+
+def _substitute_saved(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute_saved(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute_saved(v) for v in value]
+    if isinstance(value, str):
+        m = _SAVED_REF.match(value)
+        saved = SAVED_RESULTS.get(m.group(1)) if m else None
+        if m and isinstance(saved, dict) and m.group(2) in saved:
+            return saved[m.group(2)]
+    return value
+
+
 def choose_script(text: str) -> list[Any]:
     idx = text.find("SCRIPT:")
     if idx >= 0:
@@ -730,7 +760,9 @@ def run_steps(p: Prompt, steps: list[Any]) -> bool:
             r = step["request"]
             if not isinstance(r, dict) or not isinstance(r.get("method"), str):
                 raise ScriptError("request needs {method, params?}")
-            frame = p.request(r["method"], _with_session(r.get("params"), sid))
+            params = _substitute_saved(r.get("params"))
+            frame = p.request(r["method"], _with_session(params, sid))
+            _save_result(step, frame)
             rest = {k: v for k, v in frame.items() if k not in ("jsonrpc", "id")}
             p.chunk("reply:" + json.dumps(rest, separators=(",", ":"), sort_keys=True))
         elif "stop" in step:
