@@ -12,8 +12,8 @@ class GateRoute(StrEnum):
     """How a backend can be made to ask before every tool call."""
 
     FLAGS = "flags"  # asks unless its command line trusts tools (kiro)
-    MODE = "mode"  # asks only in one session mode, set after session/new
-    UNVERIFIED = "unverified"  # nothing known: refuse unless the operator opts out
+    MODE = "mode"  # asks only in one known session mode, set after session/new
+    ADVERTISED = "advertised"  # the asking mode is chosen from the modes the agent offers
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ GENERIC = Backend(
     default_command=(),
     protocol_version=1,
     sign_in="sign the agent in as its documentation describes",
-    gate_route=GateRoute.UNVERIFIED,
+    gate_route=GateRoute.ADVERTISED,
 )
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (KIRO, CLAUDE, CODEX, GENERIC)}
