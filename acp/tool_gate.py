@@ -11,9 +11,10 @@ the modes come from `modes.availableModes` and from config options with category
 id, flat or grouped values). The detection rule, in order:
 
 1. A mode whose id, name or description has a word that means tools run unasked is never chosen:
-   auto, yolo, accept, bypass, trust, skip, never, without, unrestricted, dangerous, "full
-   access". A word such as "without" also appears in asking descriptions ("nothing runs without
-   your approval"); losing that mode only refuses the agent, which is the safe way to be wrong.
+   auto, autopilot, automatic(ally), autonomous, unattended, yolo, accept, bypass, trust, skip,
+   never, nothing, without, unrestricted, dangerous, "full access". Such words also appear in
+   asking descriptions ("nothing runs without your approval"); losing that mode only refuses the
+   agent (the operator can name it in SWITCHBOARD_AGENT_MODE), the safe way to be wrong.
 2. Of the rest, a mode whose id is one known to ask (`default` as gemini and claude use it,
    `ask` as Vibe does, `manual`) wins, first in the agent's order.
 3. Else a mode whose id, name or description has an asking word: ask, asks, approval, approve,
@@ -46,6 +47,11 @@ log = logging.getLogger(__name__)
 _UNGATED_WORDS = frozenset(
     {
         "auto",
+        "autopilot",
+        "automatic",
+        "automatically",
+        "autonomous",
+        "unattended",
         "yolo",
         "accept",
         "accepts",
@@ -56,6 +62,7 @@ _UNGATED_WORDS = frozenset(
         "skip",
         "skips",
         "never",
+        "nothing",
         "without",
         "unrestricted",
         "dangerous",
