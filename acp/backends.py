@@ -27,6 +27,9 @@ class Backend:
     gate_mode: str = ""
     trusting_flags: tuple[str, ...] = ()
     kiro_session_meta: bool = False
+    # Its gating mode is a sandbox that runs confined commands unasked by design (codex
+    # `read-only`): an unasked tool run there is not a gate violation.
+    sandboxed_gate: bool = False
 
     def command(self, override: str = "") -> list[str]:
         """The argv to spawn: the operator's command line if given, else the preset's."""
@@ -63,6 +66,7 @@ CODEX = Backend(
     "for the agent",
     gate_route=GateRoute.MODE,
     gate_mode="read-only",
+    sandboxed_gate=True,
 )
 GENERIC = Backend(
     name="generic",

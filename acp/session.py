@@ -153,6 +153,8 @@ class AcpSession:
             claim=self._claim,
             release=self._release,
             on_text=on_text,
+            gated=self.gated and not client.backend.sandboxed_gate,
+            agent=client.agent,
         ).run(text)
 
     def _claim(self, turn: PromptTurn) -> None:
