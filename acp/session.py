@@ -39,7 +39,7 @@ from acp.tool_gate import (
     reported_modes,
     warn_ungated,
 )
-from acp.types import AcpEvent, PendingPermission
+from acp.types import PERMISSION_ALLOW_ALWAYS, AcpEvent, PendingPermission
 
 log = logging.getLogger(__name__)
 
@@ -385,4 +385,10 @@ class AcpClient:
                 pending.withdraw()
         if answer is None:
             return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+        chosen = next((o for o in request.options if o.option_id == answer), None)
+        if chosen is not None and chosen.kind == PERMISSION_ALLOW_ALWAYS and session is not None:
+            # The agent may now run such tools unasked, as the person allowed, in a scope only
+            # the agent knows: unasked runs in this session are no violations any more.
+            log.info("allowed always in session %s: the tool gate stands down", request.session_id)
+            session.gated = turn.gated = False
         return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})

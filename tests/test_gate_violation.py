@@ -135,3 +135,27 @@ def test_ask_on_an_agent_in_its_asking_mode_that_edits_unasked_is_stopped(run_cl
     assert "ran a tool (Write notes.txt) without asking for approval" in result.stderr
     assert '"level": "error"' in result.stderr
     assert fake_agent.frames_in("session/cancel")
+
+
+@pytest.mark.anyio
+async def test_after_allow_always_unasked_runs_in_that_session_are_no_violation(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    def always(pending: PendingPermission) -> str | None:
+        option = pending.request.option_of_kind("allow_always")
+        return option.option_id if option else None
+
+    asked = (
+        _tool("pending"),
+        {"permission": {"toolCall": {"toolCallId": "call_5"}}},
+        _tool("completed", variant="tool_call_update"),
+    )
+    spec = agent_spec(fake_agent, workspace)
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec, GatePlan()) as client:
+            session = await client.open_session()
+            assert session.gated
+            await collect_turn(session, script(*asked), always)
+            events = await collect_turn(session, script(_tool("completed"), {"chunk": "done"}))
+    assert "done" in [e.text for e in events]
+    assert not fake_agent.frames_in("session/cancel")
