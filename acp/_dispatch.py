@@ -15,6 +15,7 @@ from typing import Any
 from acp.types import (
     AcpEvent,
     EventKind,
+    FileDiff,
     PermissionOption,
     PermissionRequest,
     RefusalInfo,
@@ -139,7 +140,26 @@ def _parse_tool(update: dict[str, Any]) -> ToolCall | None:
         status=str(update.get("status") or ""),
         raw_input=_valid_strings(update.get("rawInput")),
         locations=tuple(locations),
+        diffs=_parse_diffs(update.get("content")),
     )
+
+
+def _parse_diffs(content: Any) -> tuple[FileDiff, ...]:
+    """The `diff` items of a tool call's content (`{type: "diff", path, oldText?, newText}`)."""
+    diffs = []
+    for item in content if isinstance(content, list) else ():
+        if not isinstance(item, dict) or item.get("type") != "diff":
+            continue
+        path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
+        if isinstance(path, str) and isinstance(new, str):
+            diffs.append(
+                FileDiff(
+                    valid_text(path),
+                    valid_text(old) if isinstance(old, str) else None,
+                    valid_text(new),
+                )
+            )
+    return tuple(diffs)
 
 
 def parse_update(params: dict[str, Any]) -> AcpEvent | None:

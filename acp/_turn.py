@@ -18,7 +18,7 @@ import anyio
 
 from acp._dispatch import codex_thread_status, kiro_context_percent, parse_refusal, parse_update
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, Backend
-from acp.client import AcpError, AcpProcessDied, AcpTimeoutError
+from acp.client import AcpError, AcpGateViolation, AcpProcessDied, AcpTimeoutError
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,
@@ -27,6 +27,7 @@ from acp.session_handle import (
     SessionInbox,
 )
 from acp.types import (
+    CHANGING_TOOL_KINDS,
     STOP_REASON_CANCELLED,
     STOP_REASON_END_TURN,
     STOP_REASON_REFUSAL,
@@ -35,6 +36,7 @@ from acp.types import (
     EventKind,
     PendingPermission,
     RefusalInfo,
+    ToolCall,
     UsageInfo,
 )
 
@@ -132,6 +134,8 @@ class PromptTurn:
         claim: Callable[[PromptTurn], None],
         release: Callable[[PromptTurn], None],
         on_text: Callable[[AcpEvent], None] | None = None,
+        gated: bool = False,
+        agent: str = "",
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -149,6 +153,14 @@ class PromptTurn:
         # Given: TEXT events go to it, synchronously and in order, instead of out of `run` (see
         # `take_text`). It must not block; what it raises ends the turn.
         self.on_text = on_text
+        # The gate holds (see acp/tool_gate.py): a changing tool that completes with no
+        # permission request for its id is a violation; `agent` names the agent in it.
+        self.gated = gated
+        self.agent = agent
+        # Everything known of each tool call of this turn (an update is a patch; a permission
+        # request may carry only the id), and the ids a permission was asked for.
+        self.tools: dict[str, ToolCall] = {}
+        self.asked: set[str] = set()
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
@@ -271,8 +283,14 @@ class PromptTurn:
                         if on_text is not None:
                             on_text(event)
                             continue
-                    elif kind is _TOOL_CALL:
-                        self.tool_calls += 1
+                    elif kind is _TOOL_CALL or kind is EventKind.TOOL_UPDATE:
+                        if kind is _TOOL_CALL:
+                            self.tool_calls += 1
+                        if event.tool is not None:
+                            tool = self._known_tool(event.tool)
+                            event = replace(event, tool=tool)
+                            if self._violates_gate(tool):
+                                await self._stop_for_violation(tool)
                     elif kind is EventKind.SESSION_INFO and event.raw is not None:
                         status = codex_thread_status(event.raw)
                         if status == "systemError":
@@ -288,6 +306,7 @@ class PromptTurn:
                     for echo in self._echo_was_output():  # a permission: the echo was output
                         yield echo
                     started = time.monotonic()
+                    self._detail(item[1])
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
                         deadline += time.monotonic() - started
@@ -350,6 +369,44 @@ class PromptTurn:
                 if not pending.answered:
                     pending.respond(None)
             self.release(self)
+
+    # ---- tool calls and the gate ---------------------------------------------------------------
+    def _known_tool(self, tool: ToolCall) -> ToolCall:
+        known = self.tools.get(tool.tool_call_id)
+        merged = known.merged(tool) if known is not None else tool
+        self.tools[tool.tool_call_id] = merged
+        return merged
+
+    def _detail(self, pending: PendingPermission) -> None:
+        """Give the request everything known of its tool call: agents may send the title,
+        kind, input and diff in earlier updates and only the id in the request."""
+        request = pending.request
+        tool_id = request.tool.tool_call_id
+        self.asked.add(tool_id)
+        known = self.tools.get(tool_id)
+        if known is not None:
+            pending.request = replace(request, tool=known.merged(request.tool))
+
+    def _violates_gate(self, tool: ToolCall) -> bool:
+        return (
+            self.gated
+            and tool.status == "completed"
+            and tool.kind in CHANGING_TOOL_KINDS
+            and tool.tool_call_id not in self.asked
+        )
+
+    async def _stop_for_violation(self, tool: ToolCall) -> None:
+        log.error(
+            "tool gate violation: %s ran %s tool %s (id %s) with no permission request",
+            self.agent or self.backend.label,
+            tool.kind,
+            tool.describe(),
+            tool.tool_call_id,
+        )
+        await self.cancel()
+        raise AcpGateViolation(
+            self.agent or self.backend.label, tool.describe(), self.partial_output
+        )
 
     def _on_notification(self, method: str, params: Any, structured: bool) -> AcpEvent | None:
         """The event a notification other than `session/update` stands for, if any."""

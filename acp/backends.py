@@ -12,8 +12,8 @@ class GateRoute(StrEnum):
     """How a backend can be made to ask before every tool call."""
 
     FLAGS = "flags"  # asks unless its command line trusts tools (kiro)
-    MODE = "mode"  # asks only in one session mode, set after session/new
-    UNVERIFIED = "unverified"  # nothing known: refuse unless the operator opts out
+    MODE = "mode"  # asks only in one known session mode, set after session/new
+    ADVERTISED = "advertised"  # the asking mode is chosen from the modes the agent offers
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,9 @@ class Backend:
     gate_mode: str = ""
     trusting_flags: tuple[str, ...] = ()
     kiro_session_meta: bool = False
+    # Its gating mode is a sandbox that runs confined commands unasked by design (codex
+    # `read-only`): an unasked tool run there is not a gate violation.
+    sandboxed_gate: bool = False
 
     def command(self, override: str = "") -> list[str]:
         """The argv to spawn: the operator's command line if given, else the preset's."""
@@ -63,6 +66,7 @@ CODEX = Backend(
     "for the agent",
     gate_route=GateRoute.MODE,
     gate_mode="read-only",
+    sandboxed_gate=True,
 )
 GENERIC = Backend(
     name="generic",
@@ -70,7 +74,7 @@ GENERIC = Backend(
     default_command=(),
     protocol_version=1,
     sign_in="sign the agent in as its documentation describes",
-    gate_route=GateRoute.UNVERIFIED,
+    gate_route=GateRoute.ADVERTISED,
 )
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (KIRO, CLAUDE, CODEX, GENERIC)}

@@ -7,6 +7,7 @@ catalogue that reads a raw JSON-RPC error `{code, message, data}` into one of th
                                 .retries = automatic retries the ladder spent before giving up
     ├── AcpTimeoutError         .partial_output
     ├── AcpPermissionNeeded     tool approval required and nobody can answer
+    ├── AcpGateViolation        a changing tool ran unasked while the gate held; non-retryable
     ├── AcpProcessDied          .ambiguous_delivery (died after the prompt may have been consumed)
     ├── AcpAuthRequired         non-retryable; names the backend's sign-in step
     ├── AcpToolGateUnroutable   non-retryable; wraps tool_gate.ToolGateUnroutable
@@ -38,6 +39,7 @@ from acp.tool_gate import ToolGateUnroutable
 __all__ = [
     "AcpAuthRequired",
     "AcpError",
+    "AcpGateViolation",
     "AcpModelUnavailable",
     "AcpPermissionNeeded",
     "AcpProcessDied",
@@ -129,6 +131,22 @@ class AcpPermissionNeeded(AcpError):
             "here, so the turn was stopped without running it. Use an interactive chat to "
             "approve it.",
             kind="permission_needed",
+            partial_output=partial_output,
+        )
+
+
+class AcpGateViolation(AcpError):
+    """A tool that changes things ran without a permission request while the gate said the
+    agent asks first: the turn is stopped."""
+
+    def __init__(self, agent: str, tool: str, partial_output: str = "") -> None:
+        self.agent = agent
+        self.tool = tool
+        super().__init__(
+            f"{agent} ran a tool ({tool}) without asking for approval although it was set to "
+            "ask first, so Switchboard stopped the turn; check the agent's own permission "
+            "settings before you go on.",
+            kind="gate_violation",
             partial_output=partial_output,
         )
 

@@ -32,8 +32,18 @@ from acp.client import (
 from acp.client_methods import method_not_found
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
-from acp.tool_gate import GatePlan, ToolGateUnroutable, describe_agent, find_mode_switch
-from acp.types import AcpEvent, PendingPermission, TerminalActivity
+from acp.tool_gate import (
+    GatePlan,
+    ToolGateUnroutable,
+    choose_gate_mode,
+    confirms_mode,
+    current_mode,
+    describe_agent,
+    find_mode_switch,
+    reported_modes,
+    warn_ungated,
+)
+from acp.types import PERMISSION_ALLOW_ALWAYS, AcpEvent, PendingPermission, TerminalActivity
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +112,8 @@ class AcpSession:
         self.model = model
         self.turns = turns
         self.turn: PromptTurn | None = None
+        # Tools must ask first here: one that runs unasked is a gate violation (see PromptTurn).
+        self.gated = False
         self._model_option = model_option
         self.inbox = client.runtime.handle.open_inbox(session_id)
 
@@ -148,6 +160,8 @@ class AcpSession:
             claim=self._claim,
             release=self._release,
             on_text=on_text,
+            gated=self.gated and not client.backend.sandboxed_gate,
+            agent=client.agent,
         ).run(text)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -222,6 +236,8 @@ class AcpClient:
         # Sessions released while idle that the agent still holds, by id (see `reattach`).
         self.released: dict[str, _Released] = {}
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
+        # A session of this agent was put in its asking mode: a released one taken up again is.
+        self.gated = False
         runtime.handle.on_request = self._on_agent_request
         runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
@@ -320,28 +336,18 @@ class AcpClient:
             model_option=record.model_option,
             turns=1 if record.prompted else 0,
         )
+        session.gated = self.gated
         self.sessions[session_id] = session
         return session
 
     async def _adopt(self, session_id: str, result: dict[str, Any], model: str) -> AcpSession:
         session = AcpSession.from_result(self, session_id, result)
         self.sessions[session_id] = session
-        if self.gate.enforced and self.gate.mode:
-            agent = describe_agent(self.backend, self.runtime.spec.argv)
-            try:
-                switch = find_mode_switch(agent, session_id, result, self.gate.mode)
-            except ToolGateUnroutable as exc:
-                raise AcpToolGateUnroutable(exc) from exc
-            reply = await self.runtime.call(switch.method, switch.params)
-            if reply.error is not None:
-                raise AcpToolGateUnroutable(
-                    ToolGateUnroutable(
-                        agent,
-                        f"it refused to switch to the session mode {self.gate.mode!r}, the one "
-                        "that asks before every tool call",
-                        "check the agent's own settings for what blocks that mode",
-                    )
-                )
+        try:
+            await self._apply_gate(session, result)
+        except AcpToolGateUnroutable:
+            session.close()
+            raise
         if model and model != session.model:
             await session.set_model(model)
         return session
@@ -357,6 +363,55 @@ class AcpClient:
         if session is None:
             return ""
         return "turn" if session.turn is not None else "idle"
+
+    @property
+    def agent(self) -> str:
+        """The configured agent, named for the operator (see `describe_agent`)."""
+        name = self.runtime.agent_info.get("name")
+        return describe_agent(
+            self.backend, self.runtime.spec.argv, name if isinstance(name, str) else ""
+        )
+
+    async def _apply_gate(self, session: AcpSession, result: dict[str, Any]) -> None:
+        """Put the session in the mode that asks before tools and see the agent confirm it;
+        `session.gated` says afterwards whether unasked tool runs are violations."""
+        gate = self.gate
+        if not gate.enforced:
+            return
+        if not gate.needs_mode:
+            session.gated = True  # gated by its command line (kiro)
+            return
+        agent = self.agent
+        try:
+            mode = choose_gate_mode(agent, gate, result)
+        except ToolGateUnroutable as exc:
+            if not gate.allow_ungated:
+                raise AcpToolGateUnroutable(exc) from exc
+            warn_ungated(exc)
+            return
+        if current_mode(result) != mode.id:
+            switch = find_mode_switch(session.session_id, mode)
+            reply = await self.runtime.call(switch.method, switch.params)
+            updates = [
+                item[2]
+                for item in list(session.inbox.items)
+                if item[0] == "n" and item[1] == "session/update"
+            ]
+            if reply.error is not None or not confirms_mode(
+                switch, mode, reply.result, reported_modes(updates)
+            ):
+                verb = "refused to switch" if reply.error is not None else "did not confirm"
+                raise AcpToolGateUnroutable(
+                    ToolGateUnroutable(
+                        agent,
+                        f"it {verb} to the session mode {mode.id!r}, the one that asks before "
+                        "every tool call",
+                        "check the agent's own settings for what blocks that mode",
+                    )
+                )
+        log.info("tool gate: session %s of %s is in mode %s", session.session_id, agent, mode.id)
+        session.gated = True
+        self.gated = True
 
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
         if method != "session/request_permission":
@@ -377,4 +432,10 @@ class AcpClient:
                 pending.withdraw()
         if answer is None:
             return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+        chosen = next((o for o in request.options if o.option_id == answer), None)
+        if chosen is not None and chosen.kind == PERMISSION_ALLOW_ALWAYS and session is not None:
+            # The agent may now run such tools unasked, as the person allowed, in a scope only
+            # the agent knows: unasked runs in this session are no violations any more.
+            log.info("allowed always in session %s: the tool gate stands down", request.session_id)
+            session.gated = turn.gated = False
         return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})

@@ -3,7 +3,8 @@ refusal details. Plain slotted dataclasses: one is built per streamed chunk, so 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import difflib
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -76,6 +77,43 @@ class RefusalInfo:
     recommended_model: str = ""
 
 
+# Tool kinds that change something: one of these run unasked while the gate holds is a violation.
+CHANGING_TOOL_KINDS = frozenset({"edit", "execute", "delete", "move"})
+DIFF_PREVIEW_LINES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """A `diff` content item of a tool call: the file's text before (None: a new file) and
+    after the edit."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+    def lines(self) -> list[str]:
+        """The unified diff's change lines, without the file headers."""
+        old = (self.old_text or "").splitlines()
+        new = self.new_text.splitlines()
+        diff = difflib.unified_diff(old, new, lineterm="", n=1)
+        return [line for line in diff if not line.startswith(("---", "+++"))]
+
+    def summary(self) -> str:
+        """`path: +12 −4`."""
+        changed = self.lines()
+        added = sum(1 for line in changed if line.startswith("+"))
+        removed = sum(1 for line in changed if line.startswith("-"))
+        return f"{self.path}: +{added} \u2212{removed}"
+
+    def preview(self, limit: int = DIFF_PREVIEW_LINES) -> list[str]:
+        """The first `limit` lines of the diff, and how many more there are."""
+        changed = self.lines()
+        shown = changed[:limit]
+        if len(changed) > limit:
+            shown.append(f"… {len(changed) - limit} more lines")
+        return shown
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     tool_call_id: str
@@ -84,6 +122,26 @@ class ToolCall:
     status: str = ""
     raw_input: Any = None
     locations: tuple[str, ...] = ()
+    diffs: tuple[FileDiff, ...] = ()
+
+    def merged(self, newer: ToolCall) -> ToolCall:
+        """This call with what a later `tool_call_update` (or the permission request) says:
+        its fields replace ours where it has them (an update is a patch)."""
+        changes = {
+            f.name: getattr(newer, f.name)
+            for f in fields(ToolCall)
+            if getattr(newer, f.name) not in ("", None, ())
+        }
+        return replace(self, **changes)
+
+    def describe_with_changes(self) -> str:
+        """`describe()` and, for an edit, what it changes (`path: +12 −4`)."""
+        summary = self.diff_summary()
+        return f"{self.describe()}: {summary}" if summary else self.describe()
+
+    def diff_summary(self) -> str:
+        """`path: +12 −4` for each edited file, comma-separated ("" when it edits none)."""
+        return ", ".join(diff.summary() for diff in self.diffs)
 
     def describe(self) -> str:
         """One line naming the tool and what it touches, for approvals and notices."""

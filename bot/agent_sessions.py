@@ -49,7 +49,9 @@ def agent_plan(settings: Settings) -> tuple[RuntimeSpec, GatePlan]:
     if not workspace.is_dir():
         raise ConfigError("SWITCHBOARD_WORKSPACE", f"{workspace} is not a directory")
     try:
-        gate = plan_tool_gate(backend, argv, allow_ungated=settings.allow_ungated_tools)
+        gate = plan_tool_gate(
+            backend, argv, allow_ungated=settings.allow_ungated_tools, mode=settings.agent_mode
+        )
     except ToolGateUnroutable as exc:
         raise AcpToolGateUnroutable(exc) from exc
     spec = RuntimeSpec(

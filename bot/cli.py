@@ -179,7 +179,7 @@ class _AskOutput:
         return None  # only the text is printed
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
-        raise AcpPermissionNeeded(pending.request.tool.describe(), self.text)
+        raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)
 
     async def on_retry(self, error: AcpError, delay: float) -> None:
         log.info("%s; retrying in %.1f s", error.kind, delay)

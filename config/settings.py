@@ -150,6 +150,7 @@ class Settings(BaseSettings):
     cancel_grace: float = Field(default=10.0, ge=0)
     shutdown_grace: float = Field(default=2.0, ge=0)
     allow_ungated_tools: bool = False
+    agent_mode: str = ""  # the session mode that asks before tools; "" = the preset's or detected
     approval_timeout: float = Field(default=300.0, gt=0)
     queue_limit: int = Field(default=5, ge=1, le=100)
     runtime_idle: float = Field(default=900.0, gt=0)

@@ -301,11 +301,11 @@ def test_a_codex_system_error_is_classified_from_its_text_chunk(run_cli, fake_ag
     assert len(fake_agent.frames_in("session/prompt")) == 4  # transient: retried
 
 
-def test_an_unknown_agent_is_refused_before_anything_is_spawned(run_cli, fake_agent):
+def test_a_generic_agent_without_an_asking_mode_is_refused_before_any_prompt(run_cli, fake_agent):
     result = ask(run_cli, fake_agent, "hi", dialect="generic")
     assert result.returncode == 1
     assert "ALLOW_UNGATED_TOOLS" in result.stderr
-    assert fake_agent.spawns() == 0
+    assert not fake_agent.frames_in("session/prompt")
 
 
 def test_kiro_trusting_all_tools_is_refused_with_zero_spawns(run_cli, fake_agent):

@@ -138,14 +138,22 @@ def test_an_error_we_do_not_know_is_quoted_as_the_agents_words(run_cli, fake_age
 
 
 # ---- the tool gate --------------------------------------------------------------------------
-def test_the_tool_gate_refusal_names_the_configured_generic_agent_and_what_to_do(run_cli):
-    result = run_cli("ask", "--agent", "generic", "--agent-command", "my-agent --stdio", "hi")
+def test_the_tool_gate_refusal_names_the_configured_generic_agent_and_what_to_do(
+    run_cli, fake_agent
+):
+    command = fake_agent.command("--modes", "accept-edits,yolo", dialect="generic")
+    result = run_cli("ask", "--agent", "generic", "--agent-command", command, "hi")
     assert result.returncode == 1
     sentence = said(result.stderr)
-    assert sentence.startswith("Switchboard will not start my-agent (the generic preset), ")
+    # the name it gave in initialize and the command actually configured, not a preset's label
+    assert sentence.startswith(
+        "Switchboard will not start fake-agent (python fake_agent.py, the generic preset), "
+    ), sentence
+    assert "it offers the modes 'accept-edits', 'yolo'" in sentence
+    assert "SWITCHBOARD_AGENT_MODE" in sentence
     assert "SWITCHBOARD_ALLOW_UNGATED_TOOLS=true" in sentence
-    assert "--agent kiro, claude or codex" in sentence
-    assert sentence.count(".") == 1 and sentence.endswith(".")  # one sentence
+    assert ". " not in sentence and sentence.endswith(".")  # one sentence
+    assert not fake_agent.frames_in("session/prompt")
 
 
 def test_the_tool_gate_refusal_for_a_trusting_flag_says_to_remove_it(run_cli, fake_agent):
@@ -153,7 +161,7 @@ def test_the_tool_gate_refusal_for_a_trusting_flag_says_to_remove_it(run_cli, fa
     result = run_cli("ask", "--agent", "kiro", "--agent-command", command, "hi")
     assert result.returncode == 1
     sentence = said(result.stderr)
-    assert f"{Path(sys.executable).name} (the kiro preset)" in sentence
+    assert f"{Path(sys.executable).name} fake_agent.py (the kiro preset)" in sentence
     assert "remove --trust-all-tools from the agent command" in sentence
     assert fake_agent.spawns() == 0
 

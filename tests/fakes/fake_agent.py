@@ -1165,6 +1165,78 @@ def handle_line(raw: bytes) -> None:
         )
 
 
+# ----------------------------------------------------------------------------- tool gate extras
+# (issue 12, the tool gate.) Modes as real agents describe them:
+#   --mode-descriptions JSON   {modeId: description} for availableModes and the mode option's values
+#   --mode-option-id ID        the mode config option's id (category stays "mode"); default "mode"
+#   --mode-update              after a mode switch, send current_mode_update before the answer
+#   --mode-stuck               a mode switch succeeds but the mode stays as it was (and is reported)
+
+
+def _gate_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--mode-descriptions", type=_json_arg)
+    ap.add_argument("--mode-option-id", default="mode")
+    ap.add_argument("--mode-update", action="store_true")
+    ap.add_argument("--mode-stuck", action="store_true")
+
+
+def _gate_install() -> None:
+    described = ARGS.mode_descriptions or {}
+    option_id = ARGS.mode_option_id
+    plain_modes_obj = Session.modes_obj
+    plain_config_options = Session.config_options
+
+    def modes_obj(self: Session) -> dict[str, Any] | None:
+        modes = plain_modes_obj(self)
+        for mode in (modes or {}).get("availableModes", []):
+            if mode["id"] in described:
+                mode["description"] = described[mode["id"]]
+        return modes
+
+    def config_options(self: Session) -> list[dict[str, Any]]:
+        opts = plain_config_options(self)
+        for opt in opts:
+            if opt["id"] == "mode":
+                opt["id"] = option_id
+                for choice in opt["options"]:
+                    if choice["value"] in described:
+                        choice["description"] = described[choice["value"]]
+        return opts
+
+    Session.modes_obj = modes_obj  # type: ignore[method-assign]
+    Session.config_options = config_options  # type: ignore[method-assign]
+
+    def around(handler: Any) -> Any:
+        def wrapped(rid: Any, params: dict[str, Any]) -> None:
+            if params.get("configId") == option_id:
+                params = {**params, "configId": "mode"}
+            sess = _get_session(params)
+            is_mode = "modeId" in params or params.get("configId") == "mode"
+            value = params.get("modeId") if "modeId" in params else params.get("value")
+            quirky = ARGS.mode_update or ARGS.mode_stuck
+            if not (quirky and is_mode and sess is not None and _known(ARGS.modes, value)):
+                handler(rid, params)
+                return
+            if not ARGS.mode_stuck:
+                sess.mode = value
+                sess.save()
+            if ARGS.mode_update:
+                update = {"sessionUpdate": "current_mode_update", "currentModeId": sess.mode}
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {"sessionId": sess.id, "update": update},
+                    }
+                )
+            reply(rid, {"configOptions": sess.config_options()} if "configId" in params else {})
+
+        return wrapped
+
+    for method in ("session/set_mode", "session/set_config_option"):
+        REQUEST_HANDLERS[method] = around(REQUEST_HANDLERS[method])
+
+
 # ----------------------------------------------------------------------------- startup
 
 
@@ -1201,6 +1273,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--fork-child", action="store_true")
     ap.add_argument("--log", default=os.environ.get("FAKE_AGENT_LOG") or None)
     ap.add_argument("--state-dir", default=os.environ.get("FAKE_AGENT_STATE") or None)
+    _gate_add_args(ap)  # tool gate extras
     return ap.parse_args(argv)
 
 
@@ -1235,6 +1308,7 @@ def _stderr_flood(total: int) -> None:
 def main(argv: list[str]) -> None:
     global ARGS, LOG_PATH, STATE_DIR, TEMP_STATE
     ARGS = parse_args(argv)
+    _gate_install()  # tool gate extras
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)
