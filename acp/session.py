@@ -254,7 +254,11 @@ class AcpClient:
 
     @property
     def sign_in(self) -> str:
-        """How to sign the agent in: its own `authMethods` if it gave any, else the preset's."""
+        """How to sign the agent in: a preset's own step (it names the command and the keys,
+        which agents' `authMethods` names such as "Use an API key" do not); for any other agent
+        its `authMethods` in its own words, when it gave any."""
+        if self.backend.name != "generic":
+            return self.backend.sign_in
         return sign_in_advice(self.runtime.auth_methods, self.backend.sign_in)
 
     async def handshake(self) -> None:
