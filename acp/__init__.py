@@ -29,8 +29,9 @@ from acp.runtime import (
     open_runtime,
     resolve_executable,
 )
-from acp.session import AcpClient, AcpSession
+from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
+from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
@@ -44,11 +45,16 @@ from acp.types import (
     STOP_REASON_REFUSAL,
     AcpEvent,
     AcpPromptStats,
+    AgentCommand,
+    ConfigChoice,
+    ConfigOption,
     EventKind,
+    NoticeKind,
     PendingPermission,
     PermissionOption,
     PermissionRequest,
     RefusalInfo,
+    SessionNotice,
     ToolCall,
     UsageInfo,
 )
@@ -73,6 +79,7 @@ __all__ = [
     "AcpClient",
     "AcpError",
     "AcpEvent",
+    "AcpModelChoiceUnsupported",
     "AcpModelUnavailable",
     "AcpPermissionNeeded",
     "AcpProcessDied",
@@ -87,9 +94,13 @@ __all__ = [
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",
+    "AgentCommand",
     "Backend",
+    "ConfigChoice",
+    "ConfigOption",
     "EventKind",
     "GatePlan",
+    "NoticeKind",
     "PendingPermission",
     "PermissionOption",
     "PermissionRequest",
@@ -97,6 +108,8 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "SessionNotice",
+    "SessionState",
     "ToolCall",
     "ToolGateUnroutable",
     "UsageInfo",

@@ -49,6 +49,15 @@ _CONTENT = frozenset(
     {EventKind.TEXT, EventKind.THOUGHT, EventKind.TOOL_CALL, EventKind.TOOL_UPDATE, EventKind.PLAN}
 )
 
+# Events that stand for session state (the state keeper reads their frames too); a variant
+# parse_update skips (config_option_update, current_mode_update) is state as well.
+_STATE = frozenset({EventKind.USAGE, EventKind.COMMANDS, EventKind.SESSION_INFO})
+
+
+def _ignore(method: str, params: Any) -> None:
+    return None
+
+
 ErrorFactory = Callable[[dict[str, Any], str], AcpError]
 
 # How long a timed-out turn waits for the agent to acknowledge its cancel. The person must see the
@@ -132,6 +141,7 @@ class PromptTurn:
         claim: Callable[[PromptTurn], None],
         release: Callable[[PromptTurn], None],
         on_text: Callable[[AcpEvent], None] | None = None,
+        observe: Callable[[str, Any], None] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -149,6 +159,8 @@ class PromptTurn:
         # Given: TEXT events go to it, synchronously and in order, instead of out of `run` (see
         # `take_text`). It must not block; what it raises ends the turn.
         self.on_text = on_text
+        # The session's state keeper: handed every notification that may be state (not text).
+        self.observe = observe or _ignore
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
@@ -225,10 +237,14 @@ class PromptTurn:
         timed_out = False
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
         on_text = self.on_text
+        observe = self.observe
+        between_turns = inbox.take_now  # the session's, put back when the turn ends
         try:
-            items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
-            if on_text is not None:
-                inbox.take_now = self.take_text
+            for item in items:  # leftovers of an earlier turn (e.g. a late stop reason)
+                if item[0] == "n":
+                    observe(item[1], item[2])
+            items.clear()
+            inbox.take_now = self.take_text if on_text is not None else None
             params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
             self._request_id = await self.handle.send_request(
                 "session/prompt", params, _deliver_to(inbox)
@@ -245,7 +261,10 @@ class PromptTurn:
                     method = item[1]
                     if method == "session/update":
                         event = parse_update(item[2])
+                        if event is None or event.kind in _STATE:
+                            observe(method, item[2])
                     else:
+                        observe(method, item[2])
                         event = self._on_notification(method, item[2], structured)
                     if event is None:
                         continue
@@ -338,7 +357,7 @@ class PromptTurn:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
-            inbox.take_now = None
+            inbox.take_now = between_turns
             if self._timer is not None:
                 self.handle.cancel_timer(self._timer)
                 self._timer = None
@@ -466,6 +485,7 @@ class PromptTurn:
         *,
         idle_timeout: float,
         hard_timeout: float,
+        observe: Callable[[str, Any], None] | None = None,
     ) -> RpcReply:
         """Send session/load and swallow the replayed history. Each replayed frame extends the
         deadline (a long history is slow, not stuck), up to a hard cap; an unknown id may hang."""
@@ -485,7 +505,9 @@ class PromptTurn:
                     )
                 while inbox.items:
                     item = inbox.items.popleft()
-                    if item[0] == "r":
+                    if item[0] == "n" and observe is not None:
+                        observe(item[1], item[2])  # replayed history is not state; the rest is
+                    elif item[0] == "r":
                         reply: RpcReply = item[1]
                         return reply
                     if item[0] == "d":
