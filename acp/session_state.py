@@ -380,7 +380,7 @@ class SessionState:
             detail = ""
             if reason:
                 error = {"code": -32603, "message": "Internal error", "data": reason}
-                detail = _acp_error_from(error, backend=self.backend).text
+                detail = _acp_error_from(error, backend=self.backend).what
             self._notice(
                 SessionNotice(NoticeKind.COMPACTION_FAILED, detail=detail, transient=transient)
             )
