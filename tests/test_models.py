@@ -132,13 +132,14 @@ async def test_status_and_model_show_what_the_agent_reports_after_it_switched(
     assert "Models: sonnet, gpt-x (current)" in shown
 
 
+def offering(*models: str) -> str:
+    option = {"id": "model", "category": "model", "currentValue": "a"}
+    return json.dumps([{**option, "options": [{"value": m} for m in models]}])
+
+
 async def test_a_resumed_session_keeps_its_context_when_its_model_is_no_longer_offered(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
-    def offering(*models: str) -> str:
-        option = {"id": "model", "category": "model", "currentValue": "a"}
-        return json.dumps([{**option, "options": [{"value": m} for m in models]}])
-
     first = ScriptedSurface()
     settings = engine_settings(tmp_path, fake_agent, "--config-json", offering("a", "b"))
     async with running_app(settings, first):
@@ -158,3 +159,25 @@ async def test_a_resumed_session_keeps_its_context_when_its_model_is_no_longer_o
     assert len(fake_agent.frames_in("session/new")) == 1
     assert len(fake_agent.frames_in("session/load")) == 1
     assert len(fake_agent.frames_in("session/set_config_option")) == 1  # not re-sent
+
+
+async def test_a_failed_model_restore_after_resuming_is_one_notice_not_a_new_session(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    first = ScriptedSurface()
+    settings = engine_settings(tmp_path, fake_agent, "--config-json", offering("a", "b"))
+    async with running_app(settings, first):
+        await finished(first.post(first.message("alice", "/model b")))
+        await finished(first.post(first.message("alice", "remember")))
+
+    second = ScriptedSurface()
+    refusing = ("--config-json", offering("a", "b"), "--config-refuse", "b")
+    async with running_app(engine_settings(tmp_path, fake_agent, *refusing), second):
+        await finished(second.post(second.message("alice", "again", event_id="after-restart")))
+        await finished(second.post(second.message("alice", "/status", event_id="status")))
+    shown = second.transcript()
+    assert shown.count("The model b could not be restored; using a.") == 1
+    assert "Earlier context" not in shown and "Echo: again" in shown
+    assert "Model: a" in shown  # what the agent reports, not what we asked for
+    assert len(fake_agent.frames_in("session/new")) == 1
+    assert len(fake_agent.frames_in("session/set_config_option")) == 2  # set once, tried once

@@ -1093,6 +1093,8 @@ REQUEST_HANDLERS = {
 #                    options as {"group", "name", "options": [...]}) instead of the generated
 #                    ones; session/set_config_option accepts any listed id and value, and
 #                    answers with every option.
+# --config-refuse V  session/set_config_option to value V fails (-32603, kiro-style data), as
+#                    when an account may not use a model the agent lists.
 EXTRA_OPTIONS: dict[str, list[dict[str, Any]]] = {}  # per session id, when --config-json
 
 
@@ -1154,6 +1156,11 @@ def h_set_config_option_extras(rid: Any, params: dict[str, Any]) -> None:
         return
     options = _extra_options(sess.id)
     config_id, value = params.get("configId"), params.get("value")
+    if ARGS.config_refuse is not None and value == ARGS.config_refuse:
+        reply_error(
+            rid, {"code": -32603, "message": "Internal error", "data": "Model is not available"}
+        )
+        return
     for option in options:
         if option.get("id") == config_id:
             if value not in _flat_values(option):
@@ -1241,6 +1248,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--config-options", action="store_true")
     ap.add_argument("--after-new", type=json.loads, help="notifications after session/new|load")
     ap.add_argument("--config-json", type=json.loads, help="configOptions verbatim")
+    ap.add_argument("--config-refuse", help="set_config_option to this value fails")
     ap.add_argument("--init-error", type=_json_arg)
     ap.add_argument("--init-hang", action="store_true", help="never answer initialize")
     ap.add_argument("--new-error", type=_json_arg)
