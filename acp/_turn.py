@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
@@ -22,6 +23,7 @@ from acp.client import AcpError, AcpProcessDied, AcpTimeoutError
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,
+    InboxItem,
     RpcReply,
     SessionHandle,
     SessionInbox,
@@ -56,6 +58,17 @@ _STATE = frozenset({EventKind.USAGE, EventKind.COMMANDS, EventKind.SESSION_INFO}
 
 def _ignore(method: str, params: Any) -> None:
     return None
+
+
+def drain_notifications(items: deque[InboxItem], observe: Callable[[str, Any], None]) -> None:
+    """Hand the queued notifications nobody will read as a turn's to the state keeper, and
+    drop them (each is read once: a notice is said once); other items stay, in order."""
+    for _ in range(len(items)):
+        item = items.popleft()
+        if item[0] == "n":
+            observe(item[1], item[2])
+        else:
+            items.append(item)
 
 
 ErrorFactory = Callable[[dict[str, Any], str], AcpError]
@@ -240,10 +253,8 @@ class PromptTurn:
         observe = self.observe
         between_turns = inbox.take_now  # the session's, put back when the turn ends
         try:
-            for item in items:  # leftovers of an earlier turn (e.g. a late stop reason)
-                if item[0] == "n":
-                    observe(item[1], item[2])
-            items.clear()
+            drain_notifications(items, observe)
+            items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
             inbox.take_now = self.take_text if on_text is not None else None
             params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
             self._request_id = await self.handle.send_request(
@@ -358,6 +369,7 @@ class PromptTurn:
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
             inbox.take_now = between_turns
+            drain_notifications(items, observe)  # what came after the answer is state
             if self._timer is not None:
                 self.handle.cancel_timer(self._timer)
                 self._timer = None
@@ -514,4 +526,6 @@ class PromptTurn:
                         raise item[1]
         finally:
             handle.forget(request_id)
+            if observe is not None:  # read in the same chunk as the answer: after the replay
+                drain_notifications(inbox.items, observe)
             inbox.items.clear()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from acp._dispatch import parse_permission_request
-from acp._turn import PromptTurn
+from acp._turn import PromptTurn, drain_notifications
 from acp.backends import Backend
 from acp.client import (
     AcpAuthRequired,
@@ -86,7 +86,7 @@ class AcpSession:
         self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
-        self._observe_leftovers()
+        drain_notifications(inbox.items, self.state.apply)  # queued while nobody read them
         # Between turns every notification is state (or nothing): read it on the reader's
         # stack. A turn puts its own taker here while it runs and this one back after.
         inbox.take_now = self._take_between_turns
@@ -117,12 +117,6 @@ class AcpSession:
     def _take_between_turns(self, method: str, params: Any) -> bool:
         self.state.apply(method, params)
         return True
-
-    def _observe_leftovers(self) -> None:
-        """Notifications queued while nobody read the inbox are still state."""
-        for item in self.inbox.items:
-            if item[0] == "n":
-                self.state.apply(item[1], item[2])
 
     @property
     def busy(self) -> bool:
