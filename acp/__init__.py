@@ -31,8 +31,9 @@ from acp.runtime import (
     open_runtime,
     resolve_executable,
 )
-from acp.session import AcpClient, AcpSession
+from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
+from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
@@ -46,12 +47,17 @@ from acp.types import (
     STOP_REASON_REFUSAL,
     AcpEvent,
     AcpPromptStats,
+    AgentCommand,
+    ConfigChoice,
+    ConfigOption,
     EventKind,
     FileDiff,
+    NoticeKind,
     PendingPermission,
     PermissionOption,
     PermissionRequest,
     RefusalInfo,
+    SessionNotice,
     TerminalActivity,
     ToolCall,
     UsageInfo,
@@ -78,6 +84,7 @@ __all__ = [
     "AcpError",
     "AcpEvent",
     "AcpGateViolation",
+    "AcpModelChoiceUnsupported",
     "AcpModelUnavailable",
     "AcpPermissionNeeded",
     "AcpProcessDied",
@@ -93,10 +100,14 @@ __all__ = [
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",
+    "AgentCommand",
     "Backend",
+    "ConfigChoice",
+    "ConfigOption",
     "EventKind",
     "FileDiff",
     "GatePlan",
+    "NoticeKind",
     "PendingPermission",
     "PermissionOption",
     "PermissionRequest",
@@ -104,6 +115,8 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "SessionNotice",
+    "SessionState",
     "TerminalActivity",
     "ToolCall",
     "ToolGateUnroutable",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
@@ -22,6 +23,7 @@ from acp.client import AcpError, AcpGateViolation, AcpProcessDied, AcpTimeoutErr
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,
+    InboxItem,
     RpcReply,
     SessionHandle,
     SessionInbox,
@@ -50,6 +52,26 @@ _TOOL_CALL = EventKind.TOOL_CALL
 _CONTENT = frozenset(
     {EventKind.TEXT, EventKind.THOUGHT, EventKind.TOOL_CALL, EventKind.TOOL_UPDATE, EventKind.PLAN}
 )
+
+# Events that stand for session state (the state keeper reads their frames too); a variant
+# parse_update skips (config_option_update, current_mode_update) is state as well.
+_STATE = frozenset({EventKind.USAGE, EventKind.COMMANDS, EventKind.SESSION_INFO})
+
+
+def _ignore(method: str, params: Any) -> None:
+    return None
+
+
+def drain_notifications(items: deque[InboxItem], observe: Callable[[str, Any], None]) -> None:
+    """Hand the queued notifications nobody will read as a turn's to the state keeper, and
+    drop them (each is read once: a notice is said once); other items stay, in order."""
+    for _ in range(len(items)):
+        item = items.popleft()
+        if item[0] == "n":
+            observe(item[1], item[2])
+        else:
+            items.append(item)
+
 
 ErrorFactory = Callable[[dict[str, Any], str], AcpError]
 
@@ -136,6 +158,7 @@ class PromptTurn:
         on_text: Callable[[AcpEvent], None] | None = None,
         gated: bool = False,
         agent: str = "",
+        observe: Callable[[str, Any], None] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -161,6 +184,8 @@ class PromptTurn:
         # request may carry only the id), and the ids a permission was asked for.
         self.tools: dict[str, ToolCall] = {}
         self.asked: set[str] = set()
+        # The session's state keeper: handed every notification that may be state (not text).
+        self.observe = observe or _ignore
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
@@ -237,10 +262,12 @@ class PromptTurn:
         timed_out = False
         structured = self.backend.name in ACP_BACKENDS_STRUCTURED_REFUSAL
         on_text = self.on_text
+        observe = self.observe
+        between_turns = inbox.take_now  # the session's, put back when the turn ends
         try:
+            drain_notifications(items, observe)
             items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
-            if on_text is not None:
-                inbox.take_now = self.take_text
+            inbox.take_now = self.take_text if on_text is not None else None
             params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
             self._request_id = await self.handle.send_request(
                 "session/prompt", params, _deliver_to(inbox)
@@ -257,7 +284,10 @@ class PromptTurn:
                     method = item[1]
                     if method == "session/update":
                         event = parse_update(item[2])
+                        if event is None or event.kind in _STATE:
+                            observe(method, item[2])
                     else:
+                        observe(method, item[2])
                         event = self._on_notification(method, item[2], structured)
                     if event is None:
                         continue
@@ -359,7 +389,8 @@ class PromptTurn:
                 raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
             yield self._terminal(STOP_REASON_CANCELLED, None)
         finally:
-            inbox.take_now = None
+            inbox.take_now = between_turns
+            drain_notifications(items, observe)  # what came after the answer is state
             if self._timer is not None:
                 self.handle.cancel_timer(self._timer)
                 self._timer = None
@@ -525,6 +556,7 @@ class PromptTurn:
         *,
         idle_timeout: float,
         hard_timeout: float,
+        observe: Callable[[str, Any], None] | None = None,
     ) -> RpcReply:
         """Send session/load and swallow the replayed history. Each replayed frame extends the
         deadline (a long history is slow, not stuck), up to a hard cap; an unknown id may hang."""
@@ -544,11 +576,15 @@ class PromptTurn:
                     )
                 while inbox.items:
                     item = inbox.items.popleft()
-                    if item[0] == "r":
+                    if item[0] == "n" and observe is not None:
+                        observe(item[1], item[2])  # replayed history is not state; the rest is
+                    elif item[0] == "r":
                         reply: RpcReply = item[1]
                         return reply
                     if item[0] == "d":
                         raise item[1]
         finally:
             handle.forget(request_id)
+            if observe is not None:  # read in the same chunk as the answer: after the replay
+                drain_notifications(inbox.items, observe)
             inbox.items.clear()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from acp._dispatch import parse_permission_request
-from acp._turn import PromptTurn
+from acp._turn import PromptTurn, drain_notifications
 from acp.backends import Backend
 from acp.client import (
     AcpAuthRequired,
@@ -32,6 +33,7 @@ from acp.client import (
 from acp.client_methods import method_not_found
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
+from acp.session_state import SessionState
 from acp.tool_gate import (
     GatePlan,
     ToolGateUnroutable,
@@ -43,7 +45,13 @@ from acp.tool_gate import (
     reported_modes,
     warn_ungated,
 )
-from acp.types import PERMISSION_ALLOW_ALWAYS, AcpEvent, PendingPermission, TerminalActivity
+from acp.types import (
+    PERMISSION_ALLOW_ALWAYS,
+    AcpEvent,
+    ConfigOption,
+    PendingPermission,
+    TerminalActivity,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,45 +59,32 @@ log = logging.getLogger(__name__)
 _RE_VERSION_REFUSED = re.compile(r"(unsupported|incompatible|unknown)\W+protocol\W*version", re.I)
 
 
-def _advertised_models(result: dict[str, Any]) -> list[str]:
-    for option in result.get("configOptions") or ():
-        if isinstance(option, dict) and (
-            option.get("category") == "model" or option.get("id") == "model"
-        ):
-            values = [c.get("value") for c in option.get("options") or () if isinstance(c, dict)]
-            return [v for v in values if isinstance(v, str)]
-    models = result.get("models")
-    if isinstance(models, dict):
-        ids = [m.get("modelId") for m in models.get("availableModels") or () if isinstance(m, dict)]
-        return [i for i in ids if isinstance(i, str)]
-    return []
+# Notifications for a session we have not opened yet (an agent may speak right after its
+# session/new answer, before we know the session): a few, for a few sessions.
+_EARLY_SESSIONS = 8
+_EARLY_FRAMES = 32
 
 
-def _current_model(result: dict[str, Any]) -> str:
-    for option in result.get("configOptions") or ():
-        if isinstance(option, dict) and option.get("id") == "model":
-            value = option.get("currentValue")
-            return value if isinstance(value, str) else ""
-    models = result.get("models")
-    if isinstance(models, dict) and isinstance(models.get("currentModelId"), str):
-        return str(models["currentModelId"])
-    return ""
+class AcpModelChoiceUnsupported(AcpError):
+    """The agent advertises no way to choose a model (no model config option, no `models`)."""
 
-
-def _has_model_option(result: dict[str, Any]) -> bool:
-    return any(
-        isinstance(o, dict) and o.get("id") == "model" for o in result.get("configOptions") or ()
-    )
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(
+            f"The agent does not offer a way to choose its model, so {model!r} cannot be set",
+            advice="leave the model unset to use the agent's own choice",
+            kind="model_unavailable",
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class _Released:
-    """What a released session's next use needs of its setup answer. Equal records are shared
+    """What a released session's next use needs of its state. Equal records are shared
     (sessions of one agent usually advertise the same models), so a released session costs its
     id and a dictionary slot."""
 
-    models: tuple[str, ...]
-    model_option: bool  # the model is switched through session/set_config_option
+    model_option: ConfigOption | None  # switched with session/set_config_option (current "")
+    legacy_models: tuple[str, ...]  # else with session/set_model, when it lists these
     prompted: bool  # it has run a turn (agent errors read differently on a fresh session)
 
 
@@ -100,33 +95,53 @@ class AcpSession:
         self,
         client: AcpClient,
         session_id: str,
-        models: list[str],
-        model: str,
+        state: SessionState | None = None,
         *,
-        model_option: bool,
         turns: int = 0,
     ) -> None:
         self.client = client
         self.session_id = session_id
-        self.models = models
-        self.model = model
+        # What the agent told us about the session, updated by the frame reader whenever it
+        # says more (between turns too): commands, context, options, models, mode, title.
+        self.state = state or SessionState(client.backend)
         self.turns = turns
         self.turn: PromptTurn | None = None
         # Tools must ask first here: one that runs unasked is a gate violation (see PromptTurn).
         self.gated = False
-        self._model_option = model_option
-        self.inbox = client.runtime.handle.open_inbox(session_id)
+        self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
+        for method, params in client.take_early(session_id):
+            self.state.apply(method, params)
+        drain_notifications(inbox.items, self.state.apply)  # queued while nobody read them
+        # Between turns every notification is state (or nothing): read it on the reader's
+        # stack. A turn puts its own taker here while it runs and this one back after.
+        inbox.take_now = self._take_between_turns
 
     @classmethod
-    def from_result(cls, client: AcpClient, session_id: str, result: dict[str, Any]) -> AcpSession:
+    def from_result(
+        cls,
+        client: AcpClient,
+        session_id: str,
+        result: dict[str, Any],
+        state: SessionState | None = None,
+    ) -> AcpSession:
         """The session an agent's session/new or session/load answer describes."""
-        return cls(
-            client,
-            session_id,
-            _advertised_models(result),
-            _current_model(result),
-            model_option=_has_model_option(result),
-        )
+        state = state or SessionState(client.backend)
+        state.absorb_result(result)
+        return cls(client, session_id, state)
+
+    @property
+    def models(self) -> list[str]:
+        """The model ids the agent offers (its model config option's, else its `models`)."""
+        return self.state.models
+
+    @property
+    def model(self) -> str:
+        """The model the agent reports current ("" when it does not say)."""
+        return self.state.model
+
+    def _take_between_turns(self, method: str, params: Any) -> bool:
+        self.state.apply(method, params)
+        return True
 
     @property
     def busy(self) -> bool:
@@ -162,6 +177,7 @@ class AcpSession:
             on_text=on_text,
             gated=self.gated and not client.backend.sandboxed_gate,
             agent=client.agent,
+            observe=self.state.apply,
         ).run(text)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -192,19 +208,31 @@ class AcpSession:
             await self.turn.cancel()
 
     async def set_model(self, model: str) -> None:
+        """Switch the model the way this agent describes: its model config option (by the
+        option's own id), else the legacy session/set_model when it lists `models`."""
+        state = self.state
+        option = state.model_option
         params: dict[str, Any]
-        if self._model_option:
+        if option is not None:
             method = "session/set_config_option"
-            params = {"sessionId": self.session_id, "configId": "model", "value": model}
-        else:
+            params = {"sessionId": self.session_id, "configId": option.option_id, "value": model}
+        elif state.legacy_models or self.client.backend.name == "kiro":
             method = "session/set_model"
             params = {"sessionId": self.session_id, "modelId": model}
+        else:
+            raise AcpModelChoiceUnsupported(model)
         reply = await self.client.runtime.call(method, params)
         if reply.error is not None:
             if self.models and model not in self.models:
                 raise AcpModelUnavailable(model, self.models, raw_error=reply.error)
             raise self._error_from(reply.error, "")
-        self.model = model
+        result = reply.result if isinstance(reply.result, dict) else {}
+        if option is None:
+            state.legacy_model = model
+        elif isinstance(result.get("configOptions"), list):
+            state.absorb_result(result)  # the agent's word on every option, after the change
+        else:
+            state.chose(option.option_id, model)
 
     def close(self) -> None:
         """Stop using the session here; the agent may keep it (a binding can load it again)."""
@@ -219,7 +247,11 @@ class AcpSession:
         self.close()
         self.client.remember_released(
             self.session_id,
-            _Released(tuple(self.models), self._model_option, prompted=self.turns > 0),
+            _Released(
+                replace(option, current="") if (option := self.state.model_option) else None,
+                self.state.legacy_models,
+                prompted=self.turns > 0,
+            ),
         )
 
 
@@ -238,7 +270,10 @@ class AcpClient:
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         # A session of this agent was put in its asking mode: a released one taken up again is.
         self.gated = False
+        self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
+        self._other_notifications = runtime.handle.on_notification
         runtime.handle.on_request = self._on_agent_request
+        runtime.handle.on_notification = self._on_notification
         runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
     @property
@@ -303,24 +338,28 @@ class AcpClient:
         return await self._adopt(session_id, result, model)
 
     async def load_session(
-        self, session_id: str, *, cwd: Path | None = None, model: str = "", timeout: float = 600.0
+        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
     ) -> AcpSession:
-        """Resume a stored session. The agent replays the history first: it is not shown."""
+        """Resume a stored session. The agent replays the history first: it is not shown, but
+        the state it sends meanwhile is kept. The model is the agent's: a caller restoring one
+        sets it afterwards, and only one the agent says it offers."""
         workspace = (cwd or self.runtime.workspace).resolve()
         self.runtime.check_workspace(workspace)
         params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
         if self.backend.kiro_session_meta:
             session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
             params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
+        state = SessionState(self.backend)
         reply = await PromptTurn.load(
             self.runtime.handle,
             session_id,
             params,
             idle_timeout=self.runtime.spec.request_timeout,
             hard_timeout=timeout,
+            observe=state.apply,
         )
         result = self._raise_for(reply)
-        return await self._adopt(session_id, result, model)
+        return await self._adopt(session_id, result, "", state)
 
     def remember_released(self, session_id: str, record: _Released) -> None:
         self.released[session_id] = self._shapes.setdefault(record, record)
@@ -332,20 +371,43 @@ class AcpClient:
         record = self.released.pop(session_id, None)
         if record is None:
             return None
-        session = AcpSession(
-            self,
-            session_id,
-            list(record.models),
-            model,
-            model_option=record.model_option,
-            turns=1 if record.prompted else 0,
-        )
+        state = SessionState(self.backend)
+        if record.model_option is not None:
+            state.config_options = (replace(record.model_option, current=model),)
+        else:
+            state.legacy_models, state.legacy_model = record.legacy_models, model
+        session = AcpSession(self, session_id, state, turns=1 if record.prompted else 0)
         session.gated = self.gated
         self.sessions[session_id] = session
         return session
 
-    async def _adopt(self, session_id: str, result: dict[str, Any], model: str) -> AcpSession:
-        session = AcpSession.from_result(self, session_id, result)
+    def _on_notification(self, method: str, params: Any) -> None:
+        """A notification for no open session: kept a while if it may be a session's state
+        that arrived before we opened it (right after its session/new answer)."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str) and (
+            method == "session/update" or method.startswith("_kiro.dev/")
+        ):
+            frames = self._early.get(session_id)
+            if frames is None:
+                frames = self._early[session_id] = []
+                while len(self._early) > _EARLY_SESSIONS:
+                    self._early.popitem(last=False)
+            if len(frames) < _EARLY_FRAMES:
+                frames.append((method, params))
+        self._other_notifications(method, params)
+
+    def take_early(self, session_id: str) -> list[tuple[str, Any]]:
+        return self._early.pop(session_id, [])
+
+    async def _adopt(
+        self,
+        session_id: str,
+        result: dict[str, Any],
+        model: str,
+        state: SessionState | None = None,
+    ) -> AcpSession:
+        session = AcpSession.from_result(self, session_id, result, state)
         self.sessions[session_id] = session
         try:
             await self._apply_gate(session, result)
@@ -395,15 +457,18 @@ class AcpClient:
             return
         if current_mode(result) != mode.id:
             switch = find_mode_switch(session.session_id, mode)
+            reports = session.state.mode_reports
             reply = await self.runtime.call(switch.method, switch.params)
             updates = [
                 item[2]
                 for item in list(session.inbox.items)
                 if item[0] == "n" and item[1] == "session/update"
             ]
-            if reply.error is not None or not confirms_mode(
-                switch, mode, reply.result, reported_modes(updates)
-            ):
+            reported = reported_modes(updates)
+            if not reported and session.state.mode_reports != reports:
+                # read off the inbox into the session's state as it arrived (between turns)
+                reported = [session.state.mode]
+            if reply.error is not None or not confirms_mode(switch, mode, reply.result, reported):
                 verb = "refused to switch" if reply.error is not None else "did not confirm"
                 raise AcpToolGateUnroutable(
                     ToolGateUnroutable(

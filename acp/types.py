@@ -258,3 +258,53 @@ class AcpEvent:
     permission: PendingPermission | None = None
     raw: dict[str, Any] | None = field(default=None, repr=False)
     terminal: TerminalActivity | None = None
+
+
+# ---- session state (acp/session_state.py keeps it) -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class AgentCommand:
+    """One of the agent's own slash commands (named without the slash)."""
+
+    name: str
+    description: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChoice:
+    value: str
+    name: str = ""
+    group: str = ""  # the group it was listed under, for grouped select options
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOption:
+    """A session config option as the agent describes it (`category` "model" picks the model)."""
+
+    option_id: str
+    name: str = ""
+    category: str = ""
+    kind: str = ""  # the option's `type`: "select", "boolean", ...
+    current: str = ""
+    choices: tuple[ConfigChoice, ...] = ()
+
+
+class NoticeKind(StrEnum):
+    COMPACTION_STARTED = "compaction_started"
+    COMPACTION_COMPLETED = "compaction_completed"
+    COMPACTION_FAILED = "compaction_failed"
+    MCP_SIGN_IN = "mcp_sign_in"
+    MCP_FAILED = "mcp_failed"
+    AGENT_SWITCHED = "agent_switched"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionNotice:
+    """Something the agent reported that a person should hear about, outside any reply. Every
+    field is cleaned and capped; `link` is an http(s) link or ""."""
+
+    kind: NoticeKind
+    server: str = ""
+    link: str = ""
+    detail: str = ""  # a failure's sentence, or the agent switched to
+    transient: bool = False

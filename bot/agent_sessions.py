@@ -20,6 +20,7 @@ from acp import (
     GatePlan,
     RuntimePool,
     RuntimeSpec,
+    SessionNotice,
     ToolGateUnroutable,
     agent_environment,
     get_backend,
@@ -32,6 +33,8 @@ from config import ConfigError, Settings
 from surfaces.base import ConversationKey
 
 log = logging.getLogger(__name__)
+
+NoticeSink = Callable[[SessionNotice], None]
 
 
 def agent_plan(settings: Settings) -> tuple[RuntimeSpec, GatePlan]:
@@ -114,11 +117,18 @@ class ConversationSessions:
         services: ConversationServices,
         key: ConversationKey,
         say: Callable[[str], Awaitable[None]],
+        listen: NoticeSink | None = None,
     ) -> None:
         self.services = services
         self.key = key
         self._say = say  # how a notice reaches the conversation
+        self._listen = listen  # who hears what the agent reports outside replies
         self.current: AcpSession | None = None
+
+    def _use(self, session: AcpSession) -> AcpSession:
+        self.current = session
+        session.state.listen(self._listen)
+        return session
 
     async def session(self) -> AcpSession:
         services = self.services
@@ -132,8 +142,7 @@ class ConversationSessions:
         if binding is not None and (
             reattached := client.reattach(binding.session_id, binding.model)
         ):
-            self.current = reattached  # released while idle: the same session, as it was
-            return reattached
+            return self._use(reattached)  # released while idle: the same session, as it was
         if binding is not None:
             session, notice = await self._resume(client, binding)
             if session is None:
@@ -162,7 +171,7 @@ class ConversationSessions:
                     generation,
                 ),
             )
-        self.current = session
+        self._use(session)
         if notice:
             await self._say(notice)
         return session
@@ -176,12 +185,28 @@ class ConversationSessions:
         if not client.runtime.supports_load:
             return None, f"{lost}: the agent cannot resume sessions. Starting a new session."
         try:
-            session = await client.load_session(binding.session_id, model=binding.model)
+            session = await client.load_session(binding.session_id)
         except AGENT_ERRORS as exc:
             log.warning("could not resume session %s: %s", binding.session_id, exc)
             return None, f"{lost} (the agent could not resume it). Starting a new session."
         log.info("resumed session %s for %s", binding.session_id, self.key)
-        return session, ""
+        return session, await self._restore_model(session, binding.model)
+
+    async def _restore_model(self, session: AcpSession, model: str) -> str:
+        """The resumed session's model as it was, if the agent says it offers it: a notice
+        when it cannot be, never a new session (the context is worth more than the model)."""
+        if not model or model == session.model:
+            return ""
+        current = session.model or "the agent's default"
+        if model not in session.models:
+            log.info("not restoring model %s: the resumed session does not offer it", model)
+            return f"The model {model} is not offered after resuming; using {current}."
+        try:
+            await session.set_model(model)
+        except AGENT_ERRORS as exc:
+            log.warning("could not restore model %s: %s", model, exc)
+            return f"The model {model} could not be restored; using {current}."
+        return ""
 
     async def reset(self) -> None:
         """The agent died: drop it so the next turn respawns (and resumes)."""

@@ -28,12 +28,19 @@ from acp import (
     AcpRuntimeError,
     EventKind,
     PendingPermission,
+    SessionNotice,
     UsageInfo,
 )
 from bot.agent_sessions import ConversationSessions
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
-from bot.notices import SHUTDOWN_NOTE, join_paragraphs, refusal_card_text, stop_notice
+from bot.notices import (
+    SHUTDOWN_NOTE,
+    join_paragraphs,
+    refusal_card_text,
+    session_notice_text,
+    stop_notice,
+)
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
 from bot.store import JournalEntry
@@ -49,6 +56,8 @@ log = logging.getLogger(__name__)
 # A turn cut off by a restart is reported when its surface next runs; after a week unseen, the
 # notice would only confuse, so the journal entry expires.
 JOURNAL_TTL = 7 * 24 * 3600.0
+# Agent notices waiting to be said in one conversation; an agent that floods them loses the oldest.
+NOTICE_BACKLOG = 16
 
 
 @dataclass(slots=True)
@@ -59,7 +68,7 @@ class _Queued:
 
 class _ChatOutput:
     """A turn's output in a chat: text and tool status go to the live reply, approvals to the
-    broker; the agent's commands and context usage are kept for /help and /status."""
+    broker. (The agent's commands and context usage are the session's state, kept in acp.)"""
 
     def __init__(self, runner: ChatRunner, reply: ReplyStream, requester: UserRef) -> None:
         self.runner = runner
@@ -81,10 +90,6 @@ class _ChatOutput:
         elif kind is EventKind.TERMINAL_ACTIVITY and event.terminal is not None:
             terminal = event.terminal
             self.reply.set_status(None if terminal.exited else terminal.status_line())
-        elif kind is EventKind.COMMANDS:
-            self.runner.agent_commands = event.commands
-        elif kind is EventKind.USAGE and event.usage is not None:
-            self.runner.usage = event.usage
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         runner = self.runner
@@ -106,17 +111,64 @@ class ChatRunner:
         self.services = services
         self.surface = surface
         self.key = key
-        self.sessions = ConversationSessions(services, key, self.say)
+        self.sessions = ConversationSessions(services, key, self.say, self._on_agent_notice)
         self.queue: deque[_Queued] = deque()
         self.running = False
         self._idle: anyio.Event | None = None  # set when the work `running` stands for ends
         self.turn_started = 0.0
         self.turn_id = ""  # names the running (or last) turn in log lines
-        self.agent_commands: tuple[str, ...] = ()
-        self.usage: UsageInfo | None = None
+        # What a released runner knew of the agent's state (the app hands it on); the live
+        # session's state wins once it has any.
+        self._known_commands: tuple[str, ...] = ()
+        self._known_usage: UsageInfo | None = None
+        self.last_requester: UserRef | None = None  # whose message started the latest turn
+        self._notices: deque[str] = deque(maxlen=NOTICE_BACKLOG)
+        self._telling = False  # a task is delivering `_notices`
         self._turn_scope: anyio.CancelScope | None = None
         self._holds = 0  # commands answering here right now (`held`)
         self.idle_since = time.monotonic()  # when the last turn or command here ended
+
+    @property
+    def agent_commands(self) -> tuple[str, ...]:
+        """The agent's own command names, as its session last listed them."""
+        session = self.sessions.current
+        names = session.state.command_names if session is not None else ()
+        return names or self._known_commands
+
+    @agent_commands.setter
+    def agent_commands(self, names: tuple[str, ...]) -> None:
+        self._known_commands = names
+
+    @property
+    def usage(self) -> UsageInfo | None:
+        """The context use the agent last reported for this conversation's session."""
+        session = self.sessions.current
+        usage = session.state.usage if session is not None else None
+        return usage or self._known_usage
+
+    @usage.setter
+    def usage(self, usage: UsageInfo | None) -> None:
+        self._known_usage = usage
+
+    def _on_agent_notice(self, notice: SessionNotice) -> None:
+        """From the frame reader (it must not block): the notice is said in order, by one task
+        at a time, in the app's task group."""
+        prefix = self.surface.capabilities.command_prefixes[0]
+        self._notices.append(session_notice_text(notice, self.last_requester, prefix))
+        if not self._telling:
+            self._telling = True
+            self.services.spawn(self._tell_notices)
+
+    async def _tell_notices(self) -> None:
+        try:
+            while self._notices:
+                text = self._notices.popleft()
+                try:
+                    await self.say(text)
+                except Exception as exc:  # a surface failure: this notice only
+                    log.warning("could not tell %s an agent notice: %r", self.key, exc)
+        finally:
+            self._telling = False
 
     @property
     def idle(self) -> bool:
@@ -137,6 +189,8 @@ class ChatRunner:
     def release(self) -> None:
         """The app forgets this idle conversation: let go of its session objects. The agent
         keeps the session; the next message's runner takes it up again."""
+        # what the app keeps of this conversation for its next runner
+        self._known_commands, self._known_usage = self.agent_commands, self.usage
         self.sessions.release()
 
     async def say(self, text: str) -> None:
@@ -191,7 +245,7 @@ class ChatRunner:
 
     async def _turn(self, batch: list[Inbound]) -> None:
         text = "\n\n".join(inbound.text for inbound in batch)
-        requester = batch[0].user
+        requester = self.last_requester = batch[0].user
         services = self.services
         self.turn_started = time.monotonic()
         async with (

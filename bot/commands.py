@@ -4,7 +4,8 @@ capabilities; Slack and Discord add "!", since slash commands do not reach bots 
 and a bare "/" opens Discord's picker); help text and platform command menus are generated from
 the table. A row without a handler (/compact) is the agent's to answer: it is sent on as prompt
 text. Anything else that starts with a prefix is passed to the agent as typed, so agent-side
-slash commands keep working."""
+slash commands keep working; a doubled prefix (`//status`, `!!status`) is always the agent's,
+sent on as `/status`, so an agent command named like one of ours stays reachable."""
 
 from __future__ import annotations
 
@@ -45,18 +46,22 @@ async def _status(runner: ChatRunner, args: str) -> str:
     services = runner.services
     session = runner.sessions.current
     spec = services.spec
-    binding = await services.store.get_binding(runner.key)
-    model = (
-        (session.model if session else "")
-        or (binding.model if binding else "")
-        or services.settings.model
-        or "the agent's default"
-    )
+    if session is not None:
+        model = session.model or "not reported by the agent"
+    else:
+        binding = await services.store.get_binding(runner.key)
+        model = (binding.model if binding else "") or services.settings.model
+        model = model or "the agent's default"
     lines = [
         f"Agent: {spec.backend.name} ({shlex.join(spec.argv)})",
         f"Model: {model}",
         f"Workspace: {spec.workspace}",
     ]
+    state = session.state if session is not None else None
+    if state is not None and state.mode:
+        lines.append(f"Mode: {state.mode}")
+    if state is not None and state.title:
+        lines.append(f"Title: {state.title}")
     if runner.running:
         elapsed = time.monotonic() - runner.turn_started
         queued = f", {len(runner.queue)} queued" if runner.queue else ""
@@ -70,6 +75,8 @@ async def _status(runner: ChatRunner, args: str) -> str:
         elif usage.used is not None and usage.size:
             share = 100 * usage.used / usage.size
             lines.append(f"Context: {usage.used:,} of {usage.size:,} tokens ({share:.0f}%)")
+    if state is not None and state.credits is not None:
+        lines.append(f"Credits used: {state.credits:.2f}")
     return "\n".join(lines)
 
 
@@ -127,6 +134,12 @@ def parse_command(prefixes: Sequence[str], text: str) -> ParsedCommand | None:
     """Our command, or None (plain text, or another slash command for the agent)."""
     stripped = text.strip()
     for prefix in prefixes:
+        if stripped.startswith(prefix * 2):  # the agent's own, even when named like ours
+            match = _RE_COMMAND.match(stripped[2 * len(prefix) :])
+            if match is None:
+                return None
+            agents = Command(match.group(1), "the agent's own command")
+            return ParsedCommand(agents, (match.group(2) or "").strip())
         if stripped.startswith(prefix):
             match = _RE_COMMAND.match(stripped[len(prefix) :])
             if match is None:
@@ -158,9 +171,18 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
     if len(prefixes) > 1:
         others = " or ".join(prefixes[1:])
         lines.append(f"(each also works with {others} instead of {prefix})")
-    extra = [name for name in agent_commands if name not in _BY_NAME]
-    if extra:
-        lines.append("The agent also understands: " + ", ".join(f"/{name}" for name in extra))
+    shown = []
+    for name in agent_commands:
+        ours = _BY_NAME.get(name.lower())
+        if ours is None:
+            shown.append(f"/{name}")
+        elif ours.handler is not None:  # ours answers /name: the agent's is reached doubled
+            shown.append(f"{prefix}{prefix}{name}")
+    if shown:
+        lines.append("The agent also understands: " + ", ".join(shown))
+    lines.append(
+        f"A doubled prefix is the agent's own command: {prefix}{prefix}status sends it /status."
+    )
     lines.append("Anything else is sent to the agent.")
     return "\n".join(lines)
 

@@ -1,5 +1,6 @@
 """What Switchboard itself says at the end of a turn or around it: the refusal card, the line
-for a turn that stopped short of a plain answer, the reply to /stop and the restart notice. The
+for a turn that stopped short of a plain answer, the reply to /stop, the restart notice, and the
+lines for what the agent reports outside a reply (compaction, MCP servers, sign-in links). The
 chat runner and the one-shot `ask` command share them, so a person reads the same words in a chat
 and on a terminal."""
 
@@ -10,9 +11,12 @@ from acp import (
     STOP_REASON_MAX_TOKENS,
     STOP_REASON_MAX_TURN_REQUESTS,
     AcpPromptStats,
+    NoticeKind,
     RefusalInfo,
+    SessionNotice,
     redact_links,
 )
+from surfaces.base import UserRef
 
 RESTART_NOTICE = (
     "Your last request was interrupted when Switchboard restarted, before the reply was finished. "
@@ -74,3 +78,30 @@ def stop_reply(stopped: bool, dropped: int) -> str:
         messages = "1 queued message was" if dropped == 1 else f"{dropped} queued messages were"
         said = f"{said} {messages} dropped."
     return said
+
+
+def session_notice_text(notice: SessionNotice, requester: UserRef | None, prefix: str = "/") -> str:
+    """One line for something the agent reported outside a reply. A sign-in link is addressed
+    to the person whose message started the latest turn here (surfaces have no private channel
+    to them), or to the chat's admins before anyone has asked anything."""
+    kind = notice.kind
+    if kind is NoticeKind.COMPACTION_STARTED:
+        return "The agent is compacting the conversation to free context."
+    if kind is NoticeKind.COMPACTION_COMPLETED:
+        return "The agent finished compacting the conversation."
+    if kind is NoticeKind.COMPACTION_FAILED:
+        said = "Compacting the conversation failed"
+        said = f"{said}: {notice.detail.rstrip('.')}." if notice.detail else f"{said}."
+        if notice.transient:
+            return f"{said} It may work if you try {prefix}compact again in a moment."
+        return said
+    if kind is NoticeKind.MCP_SIGN_IN:
+        who = requester.label if requester is not None else "an admin of this chat"
+        return f"For {who}: the MCP server {notice.server} needs you to sign in at {notice.link}"
+    if kind is NoticeKind.MCP_FAILED:
+        server = notice.server or "an MCP server"
+        reason = f": {notice.detail.rstrip('.')}" if notice.detail else ""
+        return f"The agent could not start the MCP server {server}{reason}."
+    if notice.detail:
+        return f"The agent switched to {notice.detail}."
+    return "The agent switched to another agent configuration."

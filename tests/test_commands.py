@@ -32,7 +32,18 @@ def test_help_lists_every_command_in_the_surfaces_first_spelling_and_the_agents_
     for command in COMMANDS:
         assert f"!{command.name}" in text
     agents_line = next(line for line in text.splitlines() if "agent also understands" in line)
-    assert "/context" in agents_line and "new" not in agents_line  # ours are not repeated
+    # one named like ours is listed in the spelling that reaches the agent
+    assert "/context" in agents_line and "!!new" in agents_line and " /new" not in agents_line
+
+
+def test_a_doubled_prefix_is_the_agents_command_even_when_named_like_ours() -> None:
+    parsed = parse_command(("/",), "//status now")
+    assert parsed is not None and parsed.command is not STATUS
+    assert parsed.command.handler is None  # sent on as prompt text
+    assert (parsed.command.name, parsed.args) == ("status", "now")
+    bang = parse_command(("/", "!"), "!!new")
+    assert bang is not None and bang.command.handler is None and bang.command.name == "new"
+    assert parse_command(("/",), "// a comment") is None  # not a command at all: as typed
 
 
 def test_the_menu_has_one_entry_per_command() -> None:

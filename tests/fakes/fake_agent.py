@@ -481,7 +481,7 @@ class Session:
             opts = self.config_options()
             if opts:
                 result["configOptions"] = opts
-        return result
+        return _decorate_extras(self, result)
 
 
 def load_session_file(session_id: str) -> dict[str, Any] | None:
@@ -1119,6 +1119,99 @@ REQUEST_HANDLERS = {
 }
 
 
+# ---- session state between turns (issue 12: state, kiro extensions, models) -----------------
+# --after-new JSON   a list of {"method", "params"?} notifications sent right after every
+#                    session/new and session/load answer (sessionId filled in), e.g. the
+#                    command menu an agent sends before the first prompt.
+# --config-json JSON the session's configOptions verbatim (any ids, categories, grouped select
+#                    options as {"group", "name", "options": [...]}) instead of the generated
+#                    ones; session/set_config_option accepts any listed id and value, and
+#                    answers with every option.
+# --config-refuse V  session/set_config_option to value V fails (-32603, kiro-style data), as
+#                    when an account may not use a model the agent lists.
+EXTRA_OPTIONS: dict[str, list[dict[str, Any]]] = {}  # per session id, when --config-json
+
+
+def _extra_options(session_id: str) -> list[dict[str, Any]]:
+    with STATE_LOCK:
+        if session_id not in EXTRA_OPTIONS:
+            EXTRA_OPTIONS[session_id] = json.loads(json.dumps(ARGS.config_json))
+        return EXTRA_OPTIONS[session_id]
+
+
+def _flat_values(option: dict[str, Any]) -> set[str]:
+    values = set()
+    for item in option.get("options") or ():
+        if isinstance(item, dict) and isinstance(item.get("options"), list):
+            values |= {c.get("value") for c in item["options"] if isinstance(c, dict)}
+        elif isinstance(item, dict):
+            values.add(item.get("value"))
+    return values
+
+
+def _send_after_new(session_id: str) -> None:
+    for frame in ARGS.after_new or ():
+        params = _with_session(frame.get("params") or {}, session_id)
+        send({"jsonrpc": "2.0", "method": frame["method"], "params": params})
+
+
+def _decorate_extras(session: Session, result: dict[str, Any]) -> dict[str, Any]:
+    if ARGS.config_json is not None:
+        result["configOptions"] = _extra_options(session.id)
+    return result
+
+
+def h_session_new_extras(rid: Any, params: dict[str, Any]) -> None:
+    with STATE_LOCK:
+        before = set(SESSIONS)
+    h_session_new(rid, params)
+    with STATE_LOCK:
+        created = set(SESSIONS) - before
+    for session_id in created:
+        _send_after_new(session_id)
+
+
+def h_session_load_extras(rid: Any, params: dict[str, Any]) -> None:
+    h_session_load(rid, params)
+    session_id = params.get("sessionId")
+    with STATE_LOCK:
+        known = isinstance(session_id, str) and session_id in SESSIONS
+    if known:
+        _send_after_new(session_id)
+
+
+def h_set_config_option_extras(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.config_json is None:
+        h_set_config_option(rid, params)
+        return
+    sess = _get_session(params)
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    options = _extra_options(sess.id)
+    config_id, value = params.get("configId"), params.get("value")
+    if ARGS.config_refuse is not None and value == ARGS.config_refuse:
+        reply_error(
+            rid, {"code": -32603, "message": "Internal error", "data": "Model is not available"}
+        )
+        return
+    for option in options:
+        if option.get("id") == config_id:
+            if value not in _flat_values(option):
+                reply_error(rid, invalid_params(f"unknown value {_dumps(value)}"))
+                return
+            option["currentValue"] = value
+            reply(rid, {"configOptions": options})
+            return
+    reply_error(rid, invalid_params(f"unknown configId {_dumps(config_id)}"))
+
+
+REQUEST_HANDLERS["session/new"] = h_session_new_extras
+REQUEST_HANDLERS["session/load"] = h_session_load_extras
+REQUEST_HANDLERS["session/set_config_option"] = h_set_config_option_extras
+# ---- end of the session state block ----------------------------------------------------------
+
+
 def handle_line(raw: bytes) -> None:
     line = raw.rstrip(b"\r\n")
     if not line.strip():
@@ -1259,6 +1352,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--models", help="comma list of model ids (id or id=Name)")
     ap.add_argument("--current-model")
     ap.add_argument("--config-options", action="store_true")
+    ap.add_argument("--after-new", type=json.loads, help="notifications after session/new|load")
+    ap.add_argument("--config-json", type=json.loads, help="configOptions verbatim")
+    ap.add_argument("--config-refuse", help="set_config_option to this value fails")
     ap.add_argument("--init-error", type=_json_arg)
     ap.add_argument("--init-result", type=_json_arg, help="fields replacing initialize's result")
     ap.add_argument("--init-hang", action="store_true", help="never answer initialize")

@@ -1,0 +1,403 @@
+"""What an agent has told us about one session, kept up to date whenever it says it: during a
+turn, between turns, before the first prompt and while a `session/load` replays the history.
+
+`SessionState.apply` reads one notification (a `session/update` state variant, or one of
+kiro-cli's `_kiro.dev/...` extensions) into the state and returns the notice it stands for, if
+any. Every agent string is hostile: made valid Unicode, stripped of control characters, capped;
+lists are capped too, so an agent cannot grow a session's state without bound."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from acp.backends import Backend
+from acp.client import _acp_error_from
+from acp.types import (
+    AgentCommand,
+    ConfigChoice,
+    ConfigOption,
+    NoticeKind,
+    SessionNotice,
+    UsageInfo,
+)
+from config import valid_text
+
+log = logging.getLogger(__name__)
+
+MAX_COMMANDS = 100
+MAX_COMMAND_NAME = 64
+MAX_DESCRIPTION = 200
+MAX_OPTIONS = 32
+MAX_CHOICES = 200
+MAX_NAME = 128
+MAX_TITLE = 200
+MAX_LINK = 2048
+MAX_SIGN_IN_SERVERS = 64
+MAX_PENDING_NOTICES = 16
+
+MODEL_CATEGORY = "model"
+_RE_CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+_RE_COMMAND_NAME = re.compile(r"^[$A-Za-z0-9][\w.:$-]*$")
+# kiro: a compaction failure is transient only if the facts say so.
+_TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+_RE_TRANSIENT_REASON = re.compile(r"(?i)throttl|unavailable|timed? ?out|timeout")
+_REASON_KEYS = ("userFacingSessionErrorMessage", "reason", "message", "error", "detail", "name")
+
+NoticeSink = Callable[[SessionNotice], None]
+
+
+def clean(value: Any, limit: int) -> str:
+    """An agent string as it may be shown: valid, one line, no control characters, capped."""
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(_RE_CONTROL.sub(" ", valid_text(value)).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def parse_commands(raw: Any) -> tuple[AgentCommand, ...]:
+    """`availableCommands` / kiro's `commands`: names without a leading slash, deduplicated."""
+    commands: dict[str, AgentCommand] = {}
+    for item in raw if isinstance(raw, list) else ():
+        if len(commands) >= MAX_COMMANDS:
+            log.debug("the agent lists more than %d commands; keeping the first", MAX_COMMANDS)
+            break
+        if not isinstance(item, dict):
+            continue
+        name = clean(item.get("name"), MAX_COMMAND_NAME + 1).lstrip("/")
+        if not name or len(name) > MAX_COMMAND_NAME or not _RE_COMMAND_NAME.match(name):
+            continue
+        hint = item.get("input")
+        commands.setdefault(
+            name,
+            AgentCommand(
+                name=name,
+                description=clean(item.get("description"), MAX_DESCRIPTION),
+                hint=clean(hint.get("hint"), MAX_NAME) if isinstance(hint, dict) else "",
+            ),
+        )
+    return tuple(commands.values())
+
+
+def _choices(raw: Any, group: str = "", depth: int = 0) -> Iterable[ConfigChoice]:
+    """Select options, flat or given as groups of options (`{group, name, options: [...]}`)."""
+    for item in raw if isinstance(raw, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("options"), list) and depth == 0:
+            label = clean(item.get("name") or item.get("group"), MAX_NAME)
+            yield from _choices(item["options"], label, depth + 1)
+            continue
+        value = item.get("value")
+        if isinstance(value, str) and value and len(value) <= MAX_NAME:
+            yield ConfigChoice(valid_text(value), clean(item.get("name"), MAX_NAME), group)
+
+
+def parse_config_options(raw: Any) -> tuple[ConfigOption, ...]:
+    options: list[ConfigOption] = []
+    for item in raw if isinstance(raw, list) else ():
+        if len(options) >= MAX_OPTIONS:
+            break
+        if not isinstance(item, dict):
+            continue
+        option_id = item.get("id")
+        if not isinstance(option_id, str) or not option_id or len(option_id) > MAX_NAME:
+            continue
+        choices: list[ConfigChoice] = []
+        for choice in _choices(item.get("options")):
+            if len(choices) >= MAX_CHOICES:
+                break
+            choices.append(choice)
+        current = item.get("currentValue")
+        category = item.get("category")
+        options.append(
+            ConfigOption(
+                option_id=valid_text(option_id),
+                name=clean(item.get("name"), MAX_NAME),
+                category=clean(category, MAX_NAME).lower() if isinstance(category, str) else "",
+                kind=clean(item.get("type"), MAX_NAME),
+                current=valid_text(current)
+                if isinstance(current, str) and len(current) <= MAX_NAME
+                else "",
+                choices=tuple(choices),
+            )
+        )
+    return tuple(options)
+
+
+def _legacy_models(raw: Any) -> tuple[tuple[str, ...], str]:
+    """The legacy `models {currentModelId, availableModels}` field (kiro, older claude)."""
+    if not isinstance(raw, dict):
+        return (), ""
+    ids: list[str] = []
+    for model in raw.get("availableModels") or ():
+        if len(ids) >= MAX_CHOICES:
+            break
+        model_id = model.get("modelId") if isinstance(model, dict) else None
+        if isinstance(model_id, str) and model_id and len(model_id) <= MAX_NAME:
+            ids.append(valid_text(model_id))
+    current = raw.get("currentModelId")
+    return tuple(ids), valid_text(current) if isinstance(current, str) else ""
+
+
+def sign_in_link(value: Any) -> str:
+    """An http(s) link as given, or "" for anything else (other schemes, spaces, no host)."""
+    if not isinstance(value, str) or len(value) > MAX_LINK or _RE_CONTROL.search(value):
+        return ""
+    if any(char.isspace() for char in value):
+        return ""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return ""
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return ""
+    return value
+
+
+def _failure_reason(params: Any, depth: int = 0) -> str:
+    if not isinstance(params, dict) or depth > 3:
+        return ""
+    for key in _REASON_KEYS:
+        value = params.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    for value in params.values():
+        found = _failure_reason(value, depth + 1)
+        if found:
+            return found
+    return ""
+
+
+def _http_status(params: Any, depth: int = 0) -> int | None:
+    if not isinstance(params, dict) or depth > 3:
+        return None
+    status = params.get("httpStatusCode")
+    if type(status) is int:
+        return status
+    for value in params.values():
+        found = _http_status(value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _compaction_phase(params: dict[str, Any]) -> str:
+    """started / completed / failed, however kiro spells it (`status` string or object)."""
+    status = params.get("status")
+    if isinstance(status, dict):
+        status = status.get("type") or status.get("status") or status.get("state")
+    if not isinstance(status, str):
+        status = params.get("state") or params.get("phase")
+    phase = status.strip().lower() if isinstance(status, str) else ""
+    if phase in ("started", "start", "in_progress", "running"):
+        return "started"
+    if phase in ("completed", "complete", "done", "succeeded", "success"):
+        return "completed"
+    if phase in ("failed", "failure", "error"):
+        return "failed"
+    return ""
+
+
+class SessionState:
+    """The agent's commands, context use, credits, config options (models among them), mode and
+    title for one session. Notices go to `on_notice` once the bot listens (a few wait until
+    then: an agent may speak before anyone listens)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.commands: tuple[AgentCommand, ...] = ()
+        self.usage: UsageInfo | None = None
+        self.credits: float | None = None
+        self.config_options: tuple[ConfigOption, ...] = ()
+        self.legacy_models: tuple[str, ...] = ()
+        self.legacy_model = ""
+        self.legacy_mode = ""
+        # How many notifications reported the current mode (the tool gate reads one that came
+        # after its switch as the agent's word, even when it names the mode it was in).
+        self.mode_reports = 0
+        self.title = ""
+        self._sign_in_shown: set[str] = set()
+        self._pending: deque[SessionNotice] = deque(maxlen=MAX_PENDING_NOTICES)
+        self._on_notice: NoticeSink | None = None
+
+    # ---- reading ----------------------------------------------------------------------------
+    @property
+    def command_names(self) -> tuple[str, ...]:
+        return tuple(command.name for command in self.commands)
+
+    @property
+    def model_option(self) -> ConfigOption | None:
+        """The config option that picks the model: category "model" whatever its id (an agent
+        without categories may still call it "model")."""
+        for option in self.config_options:
+            if option.category == MODEL_CATEGORY:
+                return option
+        for option in self.config_options:
+            if option.option_id == MODEL_CATEGORY and not option.category:
+                return option
+        return None
+
+    @property
+    def models(self) -> list[str]:
+        option = self.model_option
+        if option is not None:
+            return [choice.value for choice in option.choices]
+        return list(self.legacy_models)
+
+    @property
+    def model(self) -> str:
+        option = self.model_option
+        return option.current if option is not None else self.legacy_model
+
+    @property
+    def mode(self) -> str:
+        for option in self.config_options:
+            if option.category == "mode":
+                return option.current
+        return self.legacy_mode
+
+    # ---- notices ----------------------------------------------------------------------------
+    def listen(self, sink: NoticeSink | None) -> None:
+        """Send notices to `sink` from now on, starting with any that waited."""
+        self._on_notice = sink
+        while sink is not None and self._pending:
+            sink(self._pending.popleft())
+
+    def _notice(self, notice: SessionNotice) -> None:
+        sink = self._on_notice
+        if sink is None:
+            self._pending.append(notice)
+            return
+        try:
+            sink(notice)
+        except Exception:  # the reader serves every session: a listener's fault stays here
+            log.exception("a session notice listener failed")
+
+    # ---- writing ----------------------------------------------------------------------------
+    def absorb_result(self, result: Any) -> None:
+        """A session/new, session/load or session/set_config_option answer."""
+        if not isinstance(result, dict):
+            return
+        if isinstance(result.get("configOptions"), list):
+            self.config_options = parse_config_options(result["configOptions"])
+        if "models" in result:
+            self.legacy_models, self.legacy_model = _legacy_models(result["models"])
+        modes = result.get("modes")
+        if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
+            self.legacy_mode = clean(modes["currentModeId"], MAX_NAME)
+
+    def chose(self, option_id: str, value: str) -> None:
+        """A set_config_option the agent accepted without listing the options again."""
+        self.config_options = tuple(
+            ConfigOption(o.option_id, o.name, o.category, o.kind, value, o.choices)
+            if o.option_id == option_id
+            else o
+            for o in self.config_options
+        )
+
+    def apply(self, method: str, params: Any) -> None:
+        """One notification for this session; anything that is not state is ignored."""
+        if not isinstance(params, dict):
+            return
+        try:
+            if method == "session/update":
+                self._apply_update(params.get("update"))
+            elif method.startswith("_kiro.dev/"):
+                self._apply_kiro(method, params)
+        except Exception:  # a shape we did not foresee: this frame only
+            log.exception("could not read %s into the session state", method)
+
+    def _apply_update(self, update: Any) -> None:
+        if not isinstance(update, dict):
+            return
+        variant = update.get("sessionUpdate")
+        if variant == "available_commands_update":
+            self.commands = parse_commands(update.get("availableCommands"))
+        elif variant == "usage_update":
+            used, size = update.get("used"), update.get("size")
+            self.usage = UsageInfo(
+                used=used if type(used) is int and used >= 0 else None,
+                size=size if type(size) is int and size > 0 else None,
+            )
+        elif variant == "config_option_update":
+            if isinstance(update.get("configOptions"), list):
+                self.config_options = parse_config_options(update["configOptions"])
+                if any(option.category == "mode" for option in self.config_options):
+                    self.mode_reports += 1
+        elif variant == "current_mode_update":
+            mode = update.get("currentModeId", update.get("modeId"))
+            if isinstance(mode, str):
+                self.legacy_mode = clean(mode, MAX_NAME)
+                self.mode_reports += 1
+        elif variant == "session_info_update":
+            if "title" in update:
+                self.title = clean(update.get("title"), MAX_TITLE)
+
+    def _apply_kiro(self, method: str, params: dict[str, Any]) -> None:
+        if method == "_kiro.dev/commands/available":
+            self.commands = parse_commands(params.get("commands"))
+        elif method == "_kiro.dev/metadata":
+            self._kiro_metadata(params)
+        elif method == "_kiro.dev/compaction/status":
+            self._kiro_compaction(params)
+        elif method == "_kiro.dev/mcp/oauth_request":
+            self._kiro_sign_in(params)
+        elif method == "_kiro.dev/mcp/server_init_failure":
+            server = clean(params.get("serverName") or params.get("name"), MAX_NAME)
+            reason = clean(_failure_reason(params), MAX_DESCRIPTION)
+            self._notice(SessionNotice(NoticeKind.MCP_FAILED, server=server, detail=reason))
+        elif method == "_kiro.dev/agent/switched":
+            name = params.get("agentName") or params.get("agent") or params.get("name")
+            agent = clean(name, MAX_NAME)
+            self._notice(SessionNotice(NoticeKind.AGENT_SWITCHED, detail=agent))
+
+    def _kiro_metadata(self, params: dict[str, Any]) -> None:
+        percent = params.get("contextUsagePercentage")
+        if isinstance(percent, int | float) and not isinstance(percent, bool):
+            if 0 <= percent <= 100:
+                self.usage = UsageInfo(percent=float(percent))
+        credits = 0.0
+        seen = False
+        for meter in params.get("meteringUsage") or ():
+            if not isinstance(meter, dict) or meter.get("unit") != "credit":
+                continue
+            value = meter.get("value")
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                credits += float(value)
+                seen = True
+        if seen:
+            self.credits = credits
+
+    def _kiro_compaction(self, params: dict[str, Any]) -> None:
+        phase = _compaction_phase(params)
+        if phase == "started":
+            self._notice(SessionNotice(NoticeKind.COMPACTION_STARTED))
+        elif phase == "completed":
+            self._notice(SessionNotice(NoticeKind.COMPACTION_COMPLETED))
+        elif phase == "failed":
+            reason = valid_text(_failure_reason(params))
+            status = _http_status(params)
+            transient = status in _TRANSIENT_STATUS or bool(_RE_TRANSIENT_REASON.search(reason))
+            detail = ""
+            if reason:
+                error = {"code": -32603, "message": "Internal error", "data": reason}
+                detail = _acp_error_from(error, backend=self.backend).what
+            self._notice(
+                SessionNotice(NoticeKind.COMPACTION_FAILED, detail=detail, transient=transient)
+            )
+
+    def _kiro_sign_in(self, params: dict[str, Any]) -> None:
+        server = clean(params.get("serverName"), MAX_NAME) or "an MCP server"
+        link = sign_in_link(params.get("oauthUrl"))
+        if not link:
+            log.warning("ignoring a sign-in request for %s without an http(s) link", server)
+            return
+        if server in self._sign_in_shown or len(self._sign_in_shown) >= MAX_SIGN_IN_SERVERS:
+            return
+        self._sign_in_shown.add(server)
+        self._notice(SessionNotice(NoticeKind.MCP_SIGN_IN, server=server, link=link))
