@@ -12,6 +12,7 @@ import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -333,6 +334,13 @@ class SessionState:
             mode = update.get("currentModeId", update.get("modeId"))
             if isinstance(mode, str):
                 self.legacy_mode = clean(mode, MAX_NAME)
+                # the mode config option, when there is one, says the same from now on
+                self.config_options = tuple(
+                    replace(option, current=self.legacy_mode)
+                    if option.category == "mode"
+                    else option
+                    for option in self.config_options
+                )
                 self.mode_reports += 1
         elif variant == "session_info_update":
             if "title" in update:
