@@ -402,9 +402,7 @@ def run(args: argparse.Namespace, emit: Callable[[dict], None]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="raw ACP probe for real agents")
-    ap.add_argument(
-        "--agent", choices=("claude", "codex", "gemini", "opencode"), default="claude"
-    )
+    ap.add_argument("--agent", choices=("claude", "codex", "gemini", "opencode"), default="claude")
     ap.add_argument("--argv", help="JSON list overriding the agent argv")
     ap.add_argument("--env", choices=("nocreds", "mock", "inherit"), default="nocreds")
     ap.add_argument("--mock", action="store_true", help="start an in-process mock model")

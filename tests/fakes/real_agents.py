@@ -477,6 +477,8 @@ def argv_or_skip(backend: str) -> list[str]:
     argv = agent_argv(backend)
     if argv is None:
         if os.environ.get("SWITCHBOARD_REQUIRE_REAL_AGENTS") == "1":
-            pytest.fail(f"{backend} agent is not installed; run: bash tests/fakes/install_agents.sh")
+            pytest.fail(
+                f"{backend} agent is not installed; run: bash tests/fakes/install_agents.sh"
+            )
         pytest.skip(f"{backend} agent not installed (tests/fakes/install_agents.sh)")
     return argv
