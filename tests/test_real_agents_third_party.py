@@ -8,7 +8,11 @@ tests/fakes/REAL_AGENTS_NOTES.md."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,15 +25,16 @@ from acp import (
     AcpClient,
     EventKind,
     GatePlan,
-    PendingPermission,
     RuntimeSpec,
     get_backend,
     open_runtime,
 )
 from tests.acp_helpers import collect_turn
+from tests.conftest import CliResult
 from tests.fakes import real_agents
 from tests.fakes.mock_model import (
     MOCK_TEXT,
+    MOCK_TOOL_COMMAND,
     MOCK_TOOL_DONE_TEXT,
     MOCK_TOOL_MARKER,
     MOCK_TOOL_OUTPUT_FILE,
@@ -40,6 +45,8 @@ from tests.fakes.real_agents import argv_or_skip
 pytestmark = pytest.mark.anyio
 
 AGENTS = ("gemini", "opencode")
+#: How each agent's own `authMethods` say to sign in (the sign-in sentence quotes them).
+SIGN_IN = {"gemini": "Use an API key with Gemini Developer API", "opencode": "opencode auth login"}
 TURN = 60.0  # seconds one agent start plus one turn may take on a loaded 2-core runner
 #: The model each agent is switched to by `/model` (both advertise it in session/new).
 OTHER_MODEL = {"gemini": "gemini-2.5-pro", "opencode": "mock/mock-model-2"}
@@ -80,16 +87,6 @@ def _text(events: list) -> str:  # type: ignore[type-arg]
     return "".join(e.text for e in events if e.kind is EventKind.TEXT)
 
 
-def _answer(kind: str, seen: list[PendingPermission]):  # type: ignore[no-untyped-def]
-    def answer(pending: PendingPermission) -> str:
-        seen.append(pending)
-        option = pending.request.option_of_kind(kind)
-        assert option is not None, pending.request.options
-        return option.option_id
-
-    return answer
-
-
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_a_turn_streams_the_models_text(agent, tmp_path, mock_model):
     spec = _spec(agent, tmp_path, mock_model)
@@ -102,26 +99,6 @@ async def test_a_turn_streams_the_models_text(agent, tmp_path, mock_model):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-@pytest.mark.parametrize(("kind", "runs"), [("allow_once", True), ("reject_once", False)])
-async def test_a_tool_call_goes_through_the_approval(agent, kind, runs, tmp_path, mock_model):
-    spec = _spec(agent, tmp_path, mock_model)
-    seen: list[PendingPermission] = []
-    with anyio.fail_after(TURN):
-        async with _client(spec) as client:
-            session = await client.open_session()
-            events = await collect_turn(session, "SCN_TOOL run it", _answer(kind, seen))
-    assert len(seen) == 1
-    tool = seen[0].request.tool
-    # the approval carries the command (from the request or the earlier tool_call update)
-    assert MOCK_TOOL_MARKER in tool.describe(), tool
-    marker = spec.workspace / MOCK_TOOL_OUTPUT_FILE
-    assert marker.exists() is runs
-    if runs:
-        assert marker.read_text().strip() == MOCK_TOOL_MARKER
-        assert MOCK_TOOL_DONE_TEXT in _text(events)
-
-
-@pytest.mark.parametrize("agent", AGENTS)
 async def test_a_bad_key_ends_in_the_sign_in_sentence(agent, tmp_path, mock_model):
     spec = _spec(agent, tmp_path, mock_model)
     with anyio.fail_after(TURN):
@@ -131,7 +108,7 @@ async def test_a_bad_key_ends_in_the_sign_in_sentence(agent, tmp_path, mock_mode
                 await collect_turn(session, "SCN_E401 hello")
     sentence = str(caught.value)
     assert sentence[:1].isupper()
-    assert "sign" in sentence.lower()
+    assert "not signed in" in sentence and SIGN_IN[agent] in sentence
     assert "Traceback" not in sentence
 
 
@@ -176,24 +153,6 @@ async def test_gemini_cannot_load_its_session_on_a_new_process_and_a_fresh_one_w
     assert MOCK_TEXT in _text(events)
 
 
-async def test_an_opencode_session_resumes_on_a_new_process(tmp_path, mock_model):
-    agent = "opencode"
-    spec = _spec(agent, tmp_path, mock_model)
-    with anyio.fail_after(2 * TURN):
-        async with _client(spec) as client:
-            session = await client.open_session()
-            await collect_turn(session, "SCN_TEXT remember this")
-            session_id = session.session_id
-        async with _client(spec) as client:
-            resumed = await client.load_session(session_id)
-            mock_model.clear()
-            events = await collect_turn(resumed, "SCN_TEXT and now")
-    assert MOCK_TEXT in _text(events)
-    # the agent sent the earlier turn back to the model: the history survived the restart
-    (last,) = mock_model.filtered(scenario="SCN_TEXT")
-    assert "remember this" in str(last.body)
-
-
 @pytest.mark.parametrize("agent", AGENTS)
 def test_switchboard_ask_answers_with_the_generic_preset(agent, run_cli, tmp_path, mock_model):
     argv = argv_or_skip(agent)
@@ -218,3 +177,144 @@ def test_switchboard_ask_answers_with_the_generic_preset(agent, run_cli, tmp_pat
     )
     assert result.returncode == 0, result.stderr
     assert MOCK_TEXT in result.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# `switchboard chat` end to end (restart, approval by number, /model, bad key)
+# --------------------------------------------------------------------------------------------
+
+NOT_RESTORED = "could not be restored"
+
+
+class _Chat:
+    """`switchboard chat --agent generic` on a real agent; HOME, workspace and state file persist
+    across runs of one test."""
+
+    def __init__(
+        self, agent: str, tmp_path: Path, cli_env: dict[str, str], mock: MockModelServer
+    ) -> None:
+        self.argv = argv_or_skip(agent)
+        self.tmp_path = tmp_path
+        self.workspace = tmp_path / "work"
+        self.workspace.mkdir(exist_ok=True)
+        agent_env = _env(agent, tmp_path / "home", mock)
+        ours = {k: v for k, v in cli_env.items() if k.startswith("SWITCHBOARD_")}
+        self.env = {k: v for k, v in agent_env.items() if not k.startswith("SWITCHBOARD_")}
+        self.env.update(ours)
+        self.env["SWITCHBOARD_ALLOW_UNGATED_TOOLS"] = "1"  # gate: switch to the mode-based gate
+
+    def run(self, lines: list[str]) -> CliResult:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bot",
+                "chat",
+                "--agent",
+                "generic",
+                "--agent-command",
+                shlex.join(self.argv),
+                "--cwd",
+                str(self.workspace),
+                "--timeout",
+                "60",
+            ],
+            input="".join(line + "\n" for line in lines),
+            capture_output=True,
+            text=True,
+            timeout=TURN + 30,
+            env=self.env,
+            cwd=self.tmp_path,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def chat(tmp_path, cli_env, mock_model):  # type: ignore[no-untyped-def]
+    def make(agent: str) -> _Chat:
+        return _Chat(agent, tmp_path, cli_env, mock_model)
+
+    return make
+
+
+def test_an_opencode_chat_resumes_its_session_after_a_restart(chat, mock_model):
+    session = chat("opencode")
+    remembered = f"zebra-{uuid.uuid4().hex[:8]}"
+    first = session.run([f"SCN_TEXT remember {remembered}"])
+    assert first.returncode == 0, first.stderr
+    assert MOCK_TEXT in first.stdout
+    follow_up = f"SCN_TEXT again {uuid.uuid4().hex[:8]}"
+    second = session.run([follow_up])
+    assert second.returncode == 0, second.stderr
+    assert NOT_RESTORED not in second.stdout
+    assert second.stdout.count(MOCK_TEXT) == 1  # the first turn is not replayed to the user
+    bodies = [json.dumps(r.body) for r in mock_model.requests if r.body is not None]
+    resumed = [body for body in bodies if follow_up in body]
+    assert resumed and any(remembered in body for body in resumed)
+
+
+def test_a_gemini_chat_that_cannot_be_loaded_after_a_restart_says_so_once_and_starts_fresh(
+    chat, mock_model
+):
+    # gemini-cli 0.61.0 fails session/load of its own session on a new process (REAL_AGENTS_NOTES)
+    session = chat("gemini")
+    first = session.run(["SCN_TEXT remember this"])
+    assert first.returncode == 0, first.stderr
+    second = session.run(["SCN_TEXT and now"])
+    assert second.returncode == 0, second.stderr
+    notices = [line for line in second.stdout.splitlines() if NOT_RESTORED in line]
+    assert len(notices) == 1, second.stdout
+    assert second.stdout.count(MOCK_TEXT) == 1
+    assert "Traceback" not in second.stderr
+
+
+#: The numbered choices each agent offers (its options, in its order): (number, name).
+ALLOW_ONCE = {"gemini": ("2", "Allow"), "opencode": ("1", "Allow once")}
+REJECT_ONCE = {"gemini": ("3", "Reject"), "opencode": ("3", "Reject")}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_chat_tool_approved_by_number_runs_and_one_rejected_does_not(agent, chat):
+    session = chat(agent)
+    number, name = ALLOW_ONCE[agent]
+    approved = session.run(["SCN_TOOL run it", number])
+    assert approved.returncode == 0, approved.stderr
+    assert "The agent wants to use a tool:" in approved.stdout
+    assert f"{MOCK_TOOL_COMMAND} (execute)" in approved.stdout  # the approval names the command
+    assert f"  {number}) {name}\n" in approved.stdout
+    assert f"Answered: {name}\n" in approved.stdout
+    assert approved.stdout.index("Answered:") < approved.stdout.index(MOCK_TOOL_DONE_TEXT)
+    marker = session.workspace / MOCK_TOOL_OUTPUT_FILE
+    assert marker.read_text().strip() == MOCK_TOOL_MARKER
+    marker.unlink()
+
+    number, name = REJECT_ONCE[agent]
+    rejected = session.run(["/new", "SCN_TOOL run it again", number])
+    assert rejected.returncode == 0, rejected.stderr
+    assert f"Answered: {name}\n" in rejected.stdout
+    assert not marker.exists()
+    assert "Traceback" not in rejected.stderr
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_model_in_a_chat_switches_the_agents_model(agent, chat, mock_model):
+    session = chat(agent)
+    prompt = f"SCN_TEXT after the switch {uuid.uuid4().hex[:8]}"
+    result = session.run([f"/model {OTHER_MODEL[agent]}", prompt])
+    assert result.returncode == 0, result.stderr
+    assert f"Model set to {OTHER_MODEL[agent]}." in result.stdout
+    assert MOCK_TEXT in result.stdout
+    want = OTHER_MODEL[agent].split("/")[-1]
+    turn = [r for r in mock_model.filtered(scenario="SCN_TEXT") if prompt in json.dumps(r.body)]
+    assert [r.model for r in turn] == [want]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_bad_key_in_a_chat_is_the_sign_in_sentence(agent, chat):
+    session = chat(agent)
+    result = session.run(["SCN_E401 hello"])
+    shown = (result.stdout + result.stderr).strip().splitlines()
+    sentence = [line for line in shown if "not signed in" in line]
+    assert len(sentence) == 1, shown
+    assert SIGN_IN[agent] in sentence[0]
+    assert "Traceback" not in result.stderr
