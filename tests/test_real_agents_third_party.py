@@ -23,6 +23,7 @@ import pytest
 from acp import (
     AcpAuthRequired,
     AcpClient,
+    AcpError,
     EventKind,
     GatePlan,
     RuntimeSpec,
@@ -134,8 +135,6 @@ async def test_gemini_cannot_load_its_session_on_a_new_process_and_a_fresh_one_w
     # found for this project." (interop.md §2.5 saw "Invalid session identifier"). What the user
     # sees in a chat (one notice, then a fresh session) is the bot's resume path; here the ACP
     # side: the failure is one AcpError sentence and the same process opens a working session.
-    from acp import AcpError
-
     spec = _spec("gemini", tmp_path, mock_model)
     with anyio.fail_after(2 * TURN):
         async with _client(spec) as client:
