@@ -25,10 +25,10 @@ from acp import (
     AcpClient,
     AcpError,
     EventKind,
-    GatePlan,
     RuntimeSpec,
     get_backend,
     open_runtime,
+    plan_tool_gate,
 )
 from tests.acp_helpers import collect_turn
 from tests.conftest import CliResult
@@ -46,6 +46,16 @@ from tests.fakes.real_agents import argv_or_skip
 pytestmark = pytest.mark.anyio
 
 AGENTS = ("gemini", "opencode")
+# The mode each runs gated in: "" = found among the modes it advertises (gemini's `default`,
+# "Prompts for approval"); opencode's build/plan say nothing of asking, so the operator names it.
+GATE_MODE = {"gemini": "", "opencode": "build"}
+
+
+def _gate_env(agent: str) -> dict[str, str]:
+    """The settings that gate `agent` in `switchboard ask/chat` (see GATE_MODE)."""
+    return {"SWITCHBOARD_AGENT_MODE": GATE_MODE[agent]} if GATE_MODE[agent] else {}
+
+
 #: How each agent's own `authMethods` say to sign in (the sign-in sentence quotes them).
 SIGN_IN = {"gemini": "Use an API key with Gemini Developer API", "opencode": "opencode auth login"}
 TURN = 60.0  # seconds one agent start plus one turn may take on a loaded 2-core runner
@@ -75,11 +85,13 @@ def _spec(agent: str, tmp_path: Path, mock: MockModelServer) -> RuntimeSpec:
 
 
 @asynccontextmanager
-async def _client(spec: RuntimeSpec) -> AsyncIterator[AcpClient]:
-    # gate: not enforced until the mode-based gate lands (gemini `default` asks; opencode asks
-    # per its `permission` config); then build the GatePlan from the session's modes.
+async def _client(spec: RuntimeSpec, agent: str) -> AsyncIterator[AcpClient]:
+    # The gate as `--agent generic` plans it: gemini's asking mode (`default`) is found among
+    # its modes; opencode's modes (build, plan) say nothing about asking, so the operator names
+    # `build`, whose tools ask per the `permission` config its environment writes.
+    gate = plan_tool_gate(spec.backend, spec.argv, allow_ungated=False, mode=GATE_MODE[agent])
     async with open_runtime(spec) as runtime:
-        client = AcpClient(runtime, gate=GatePlan(enforced=False), cancel_grace=5.0)
+        client = AcpClient(runtime, gate=gate, cancel_grace=5.0)
         await client.handshake()
         yield client
 
@@ -92,8 +104,9 @@ def _text(events: list) -> str:  # type: ignore[type-arg]
 async def test_a_turn_streams_the_models_text(agent, tmp_path, mock_model):
     spec = _spec(agent, tmp_path, mock_model)
     with anyio.fail_after(TURN):
-        async with _client(spec) as client:
+        async with _client(spec, agent) as client:
             session = await client.open_session()
+            assert session.gated  # in its asking mode, confirmed: unasked tool runs would stop
             events = await collect_turn(session, "SCN_TEXT say hello")
     assert MOCK_TEXT in _text(events)
     assert len([e for e in events if e.kind is EventKind.TEXT]) >= 2  # streamed, not one block
@@ -103,7 +116,7 @@ async def test_a_turn_streams_the_models_text(agent, tmp_path, mock_model):
 async def test_a_bad_key_ends_in_the_sign_in_sentence(agent, tmp_path, mock_model):
     spec = _spec(agent, tmp_path, mock_model)
     with anyio.fail_after(TURN):
-        async with _client(spec) as client:
+        async with _client(spec, agent) as client:
             session = await client.open_session()
             with pytest.raises(AcpAuthRequired) as caught:
                 await collect_turn(session, "SCN_E401 hello")
@@ -117,7 +130,7 @@ async def test_a_bad_key_ends_in_the_sign_in_sentence(agent, tmp_path, mock_mode
 async def test_model_switches_and_the_next_turn_uses_it(agent, tmp_path, mock_model):
     spec = _spec(agent, tmp_path, mock_model)
     with anyio.fail_after(TURN):
-        async with _client(spec) as client:
+        async with _client(spec, agent) as client:
             session = await client.open_session()
             assert OTHER_MODEL[agent] in session.models
             await session.set_model(OTHER_MODEL[agent])
@@ -137,11 +150,11 @@ async def test_gemini_cannot_load_its_session_on_a_new_process_and_a_fresh_one_w
     # side: the failure is one AcpError sentence and the same process opens a working session.
     spec = _spec("gemini", tmp_path, mock_model)
     with anyio.fail_after(2 * TURN):
-        async with _client(spec) as client:
+        async with _client(spec, "gemini") as client:
             session = await client.open_session()
             await collect_turn(session, "SCN_TEXT remember this")
             session_id = session.session_id
-        async with _client(spec) as client:
+        async with _client(spec, "gemini") as client:
             with pytest.raises(AcpError) as caught:
                 await client.load_session(session_id)
             fresh = await client.open_session()
@@ -159,7 +172,7 @@ def test_switchboard_ask_answers_with_the_generic_preset(agent, run_cli, tmp_pat
     workspace.mkdir()
     env = _env(agent, tmp_path / "home", mock_model)
     env = {k: v for k, v in env.items() if not k.startswith("SWITCHBOARD_")}
-    env["SWITCHBOARD_ALLOW_UNGATED_TOOLS"] = "1"  # gate: switch to the mode-based gate
+    env.update(_gate_env(agent))
     result = run_cli(
         "ask",
         "--agent",
@@ -200,7 +213,7 @@ class _Chat:
         ours = {k: v for k, v in cli_env.items() if k.startswith("SWITCHBOARD_")}
         self.env = {k: v for k, v in agent_env.items() if not k.startswith("SWITCHBOARD_")}
         self.env.update(ours)
-        self.env["SWITCHBOARD_ALLOW_UNGATED_TOOLS"] = "1"  # gate: switch to the mode-based gate
+        self.env.update(_gate_env(agent))
 
     def run(self, lines: list[str]) -> CliResult:
         proc = subprocess.run(
