@@ -9,6 +9,7 @@ before the error itself."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -45,6 +46,7 @@ from acp.types import (
 log = logging.getLogger(__name__)
 
 KIRO_INTERRUPTED = "Tool uses were interrupted, waiting for the next user prompt"
+_RE_INJECTED_WARNING = re.compile(r"\s*Warning: [^\n]{1,500}\n\s*\Z")
 _TEXT = EventKind.TEXT
 _TOOL_CALL = EventKind.TOOL_CALL
 # Events that show the agent is still producing output (unlike usage or title updates, which
@@ -159,6 +161,7 @@ class PromptTurn:
         gated: bool = False,
         agent: str = "",
         observe: Callable[[str, Any], None] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -186,6 +189,9 @@ class PromptTurn:
         self.asked: set[str] = set()
         # The session's state keeper: handed every notification that may be state (not text).
         self.observe = observe or _ignore
+        # Given: warnings the agent injects into its reply stream go here as notices; they are
+        # not the answer (nor activity, for the retry ladder).
+        self.warn = warn
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
@@ -308,6 +314,9 @@ class PromptTurn:
                             return
                         if self._echoes_errors and self.looks_like_error(chunk):
                             self._echo = event
+                            continue
+                        if self.warn is not None and self._injected_warning(chunk):
+                            self.warn(" ".join(chunk.split()))  # a notice, not the answer
                             continue
                         self.text.append(chunk)
                         if on_text is not None:
@@ -477,6 +486,8 @@ class PromptTurn:
         chunk = event.text
         if KIRO_INTERRUPTED in chunk or (self._echoes_errors and self.looks_like_error(chunk)):
             return False
+        if "arning" in chunk and self._injected_warning(chunk):
+            return False  # `run` makes it a notice
         if event.message_id != self._message_id:
             event = self._separated(event)
         self.text.append(event.text)
@@ -486,6 +497,15 @@ class PromptTurn:
         except Exception as exc:  # the reader serves every session: the turn raises it instead
             self.inbox.push(("x", exc))
         return True
+
+    def _injected_warning(self, chunk: str) -> bool:
+        """A warning the agent put into its reply stream (codex: "Warning: Model metadata for
+        `m` not found. ..."): one whole `Warning: ...` line, as a chunk of its own, at the start
+        of a line. Streamed answers arrive in pieces, so an answer that begins with the word is
+        not one."""
+        if not _RE_INJECTED_WARNING.match(chunk):
+            return False
+        return not self.text or self.text.tail(1) == "\n"
 
     def _echo_was_output(self) -> list[AcpEvent]:
         """The held chunk, now known to be output rather than an error's echo: counted, and

@@ -178,6 +178,7 @@ class AcpSession:
             gated=self.gated and not client.backend.sandboxed_gate,
             agent=client.agent,
             observe=self.state.apply,
+            warn=self.state.warn,
         ).run(text)
 
     def _claim(self, turn: PromptTurn) -> None:

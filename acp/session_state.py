@@ -40,6 +40,8 @@ MAX_TITLE = 200
 MAX_LINK = 2048
 MAX_SIGN_IN_SERVERS = 64
 MAX_PENDING_NOTICES = 16
+MAX_WARNING = 500
+MAX_WARNINGS = 32  # distinct warnings told per session; more are the same noise
 
 MODEL_CATEGORY = "model"
 _RE_CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
@@ -223,6 +225,7 @@ class SessionState:
         self.mode_reports = 0
         self.title = ""
         self._sign_in_shown: set[str] = set()
+        self._warned: set[str] = set()  # warnings already told, by text
         self._pending: deque[SessionNotice] = deque(maxlen=MAX_PENDING_NOTICES)
         self._on_notice: NoticeSink | None = None
 
@@ -268,6 +271,14 @@ class SessionState:
         self._on_notice = sink
         while sink is not None and self._pending:
             sink(self._pending.popleft())
+
+    def warn(self, text: str) -> None:
+        """A warning the agent put into its reply stream: one notice per distinct text."""
+        detail = clean(text, MAX_WARNING)
+        if detail in self._warned or len(self._warned) >= MAX_WARNINGS:
+            return
+        self._warned.add(detail)
+        self._notice(SessionNotice(NoticeKind.AGENT_WARNING, detail=detail))
 
     def _notice(self, notice: SessionNotice) -> None:
         sink = self._on_notice

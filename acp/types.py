@@ -296,6 +296,7 @@ class NoticeKind(StrEnum):
     MCP_SIGN_IN = "mcp_sign_in"
     MCP_FAILED = "mcp_failed"
     AGENT_SWITCHED = "agent_switched"
+    AGENT_WARNING = "agent_warning"  # a warning it put into its reply stream, in `detail`
 
 
 @dataclass(frozen=True, slots=True)

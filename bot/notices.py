@@ -102,6 +102,8 @@ def session_notice_text(notice: SessionNotice, requester: UserRef | None, prefix
         server = notice.server or "an MCP server"
         reason = f": {notice.detail.rstrip('.')}" if notice.detail else ""
         return f"The agent could not start the MCP server {server}{reason}."
+    if kind is NoticeKind.AGENT_WARNING:
+        return f"The agent warns: {notice.detail}"
     if notice.detail:
         return f"The agent switched to {notice.detail}."
     return "The agent switched to another agent configuration."
