@@ -309,19 +309,11 @@ class AcpClient:
         if reply.error is not None:
             said = str(reply.error.get("message") or "") + " " + str(reply.error.get("data") or "")
             if _RE_VERSION_REFUSED.search(said):
-                raise AcpProtocolMismatch(self._agent_name(), ours, None, " ".join(said.split()))
+                raise AcpProtocolMismatch(self.agent, ours, None, " ".join(said.split()))
         result = self._raise_for(reply)
         theirs = result.get("protocolVersion")
         if theirs != ours or type(theirs) is not type(ours):
-            raise AcpProtocolMismatch(self._agent_name(), ours, theirs)
-
-    def _agent_name(self) -> str:
-        """The agent as it named itself, else its command, else the preset's name."""
-        name = self.runtime.agent_info.get("name")
-        if isinstance(name, str) and name.strip():
-            return " ".join(name.split())[:80]
-        argv = self.runtime.spec.argv
-        return Path(argv[0]).name if argv and argv[0] else self.backend.label
+            raise AcpProtocolMismatch(self.agent, ours, theirs)
 
     async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
         workspace = (cwd or self.runtime.workspace).resolve()

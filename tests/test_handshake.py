@@ -35,9 +35,9 @@ async def test_an_agent_answering_another_protocol_version_is_one_sentence_namin
     with pytest.raises(AcpProtocolMismatch) as caught:
         await handshake(fake_agent, workspace, "--init-result", other, dialect=dialect)
     text = str(caught.value)
-    assert text.startswith("The agent fake-agent speaks ACP protocol version")
+    assert text.startswith("The agent fake-agent (") and "speaks ACP protocol version" in text
     assert json.dumps(theirs) in text and json.dumps(caught.value.ours) in text
-    assert text.count(".") == 1 and "\n" not in text
+    assert text.endswith(".") and "\n" not in text
     assert not fake_agent.frames_in("session/new")  # nothing more is asked of it
 
 
