@@ -55,6 +55,7 @@ class RealChat:
         self.env = {
             **{k: v for k, v in agent_env.items() if not k.startswith("SWITCHBOARD_")},
             **ours,
+            **real_agents.REAL_AGENT_BOUNDS,
         }
 
     def run(self, lines: Sequence[str], env: dict[str, str] | None = None) -> CliResult:

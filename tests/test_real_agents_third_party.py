@@ -213,6 +213,7 @@ class _Chat:
         ours = {k: v for k, v in cli_env.items() if k.startswith("SWITCHBOARD_")}
         self.env = {k: v for k, v in agent_env.items() if not k.startswith("SWITCHBOARD_")}
         self.env.update(ours)
+        self.env.update(real_agents.REAL_AGENT_BOUNDS)
         self.env.update(_gate_env(agent))
 
     def run(self, lines: list[str]) -> CliResult:
