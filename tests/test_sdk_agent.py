@@ -204,8 +204,9 @@ async def test_fs_calls_inside_the_workspace_work_and_outside_are_refused(
     assert "".join(texts(inside)).splitlines() == ["read: inside text", "write: ok"]
     assert (workspace / "out.txt").read_text(encoding="utf-8") == "written by sdk"
     read_line, write_line = "".join(texts(refused)).splitlines()
-    assert read_line.startswith("read error: -3") and "secret" not in read_line
-    assert write_line.startswith("write error: -3")
+    assert read_line.startswith("read error: -32000") and "secret" not in read_line
+    assert write_line.startswith("write error: -32000")
+    assert "outside the workspace" in read_line and "outside the workspace" in write_line
     assert not (tmp_path / "written.txt").exists()
 
 
