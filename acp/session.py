@@ -471,6 +471,8 @@ class AcpClient:
                         "check the agent's own settings for what blocks that mode",
                     )
                 )
+            if session.state.mode != mode.id:  # confirmed by the answer alone (set_mode's `{}`)
+                session.state.now_in_mode(mode.id)
         log.info("tool gate: session %s of %s is in mode %s", session.session_id, agent, mode.id)
         session.gated = True
         self.gated = True

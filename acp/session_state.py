@@ -303,6 +303,15 @@ class SessionState:
         if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
             self.legacy_mode = clean(modes["currentModeId"], MAX_NAME)
 
+    def now_in_mode(self, mode: str) -> None:
+        """The session is in `mode` (the agent said so, or accepted the switch to it); the mode
+        config option, when there is one, says the same from now on."""
+        self.legacy_mode = clean(mode, MAX_NAME)
+        self.config_options = tuple(
+            replace(option, current=self.legacy_mode) if option.category == "mode" else option
+            for option in self.config_options
+        )
+
     def chose(self, option_id: str, value: str) -> None:
         """A set_config_option the agent accepted without listing the options again."""
         self.config_options = tuple(
@@ -344,14 +353,7 @@ class SessionState:
         elif variant == "current_mode_update":
             mode = update.get("currentModeId", update.get("modeId"))
             if isinstance(mode, str):
-                self.legacy_mode = clean(mode, MAX_NAME)
-                # the mode config option, when there is one, says the same from now on
-                self.config_options = tuple(
-                    replace(option, current=self.legacy_mode)
-                    if option.category == "mode"
-                    else option
-                    for option in self.config_options
-                )
+                self.now_in_mode(mode)
                 self.mode_reports += 1
         elif variant == "session_info_update":
             if "title" in update:

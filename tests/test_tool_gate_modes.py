@@ -239,3 +239,16 @@ def test_gemini_like_agent_answers_ask_in_its_default_mode(run_cli, fake_agent):
     result = run_cli("ask", "--agent", "generic", "--agent-command", command, "hi")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Echo: hi\n"
+
+
+@pytest.mark.anyio
+async def test_a_switch_confirmed_by_its_answer_alone_is_the_mode_the_session_shows(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    # set_mode answers `{}` and no current_mode_update follows: /status must not show the
+    # mode the gate just left
+    spec = agent_spec(fake_agent, workspace, *_described(GEMINI, "yolo"), dialect="generic")
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec, GatePlan(detect=True)) as client:
+            session = await client.open_session()
+    assert session.gated and session.state.mode == "default"
