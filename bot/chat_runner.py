@@ -115,6 +115,7 @@ class ChatRunner:
         self.queue: deque[_Queued] = deque()
         self.running = False
         self._idle: anyio.Event | None = None  # set when the work `running` stands for ends
+        self._answered = False  # the running turn's final text has been delivered
         self.turn_started = 0.0
         self.turn_id = ""  # names the running (or last) turn in log lines
         # What a released runner knew of the agent's state (the app hands it on); the live
@@ -204,7 +205,10 @@ class ChatRunner:
             return done
         self.queue.append(_Queued(inbound, done))
         if self.running:
-            await self.say("Queued; it goes to the agent when the current reply is done.")
+            # Once the reply is out the turn only tidies up, and this message goes next at once:
+            # "queued" would then read as if the answer were still coming.
+            if not self._answered:
+                await self.say("Queued; it goes to the agent when the current reply is done.")
         else:
             self.running = True
             self._idle = anyio.Event()
@@ -218,6 +222,7 @@ class ChatRunner:
                 while self.queue and self.queue[0].inbound.user == batch[0].inbound.user:
                     batch.append(self.queue.popleft())
                 self.turn_id = new_turn_id()
+                self._answered = False
                 try:
                     with anyio.CancelScope() as scope:
                         self._turn_scope = scope
@@ -286,6 +291,7 @@ class ChatRunner:
                 or "The agent finished without writing a reply."
             )
             await services.finish_reply(reply, self.key, final, turn_id=turn_id)
+            self._answered = True
 
     @asynccontextmanager
     async def _journalled(self, requester: UserRef) -> AsyncIterator[str]:
