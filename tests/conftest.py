@@ -31,6 +31,14 @@ FAST_ENV = {
 
 
 @pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 

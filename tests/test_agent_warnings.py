@@ -4,7 +4,6 @@ not count as the agent having answered when the ladder decides whether to resend
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,20 +11,13 @@ import pytest
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 WARNING = (
     "Warning: Model metadata for `gpt-mock` not found. Defaulting to fallback metadata; this can "
     "degrade performance and cause issues.\n"
 )
 TOLD = "The agent warns: Warning: Model metadata for `gpt-mock` not found."
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
 
 
 async def test_an_injected_warning_is_one_notice_and_not_part_of_any_reply(

@@ -4,7 +4,6 @@ agent as a real subprocess. Plus the pure conversions (mentions, Markdown, comma
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sys
@@ -39,17 +38,10 @@ from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import COMPONENT, FakeDiscord, Guild, User
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 FENCE_LINE = re.compile(r" {0,3}```")
 INTENT_GUILDS, INTENT_GUILD_MESSAGES, INTENT_DMS, INTENT_CONTENT = 1 << 0, 1 << 9, 1 << 12, 1 << 15
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
 
 
 @dataclass

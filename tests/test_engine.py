@@ -33,17 +33,10 @@ from tests.engine_helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 FENCE_LINE = re.compile(r" {0,3}```")
 RECEIPT = "Queued"
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
 
 
 # ---- reading the fake agent's log -------------------------------------------------------------

@@ -5,7 +5,6 @@ agent switches."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +13,7 @@ import pytest
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 
 def kiro(method: str, **params: Any) -> dict[str, Any]:

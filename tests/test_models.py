@@ -7,7 +7,6 @@ its context when its model cannot be restored."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,7 @@ from tests.acp_helpers import agent_spec, collect_turn, open_test_client
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 
 def llm_option(current: str) -> dict[str, Any]:

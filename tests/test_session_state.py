@@ -4,7 +4,6 @@ a session/load) is kept in `AcpSession.state`, bounded, and shown by /help and /
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,7 @@ from tests.acp_helpers import agent_spec, collect_turn, open_test_client
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 
 def update(variant: str, **fields: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ that ends when it is stopped lets the app stop at once, well inside the shutdown
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -15,14 +14,7 @@ from bot.app import SHUTDOWN_BUDGET
 from tests.conftest import FakeAgent
 from tests.engine_helpers import CHAT, ScriptedSurface, engine_settings, running_app, wait_for
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 
 async def test_an_idle_conversation_is_idle_at_once(tmp_path: Path, fake_agent: FakeAgent) -> None:

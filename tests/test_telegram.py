@@ -5,7 +5,6 @@ a real subprocess. Plus the pure conversions (Markdown -> Telegram HTML, group g
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import signal
 import socket
@@ -35,7 +34,7 @@ from tests.conftest import FakeAgent, script
 from tests.engine_helpers import running_app, wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 GROUP = -1001234567890  # allowlisted, a forum
 OTHER_GROUP = -1009876543210  # not allowlisted
@@ -48,13 +47,6 @@ FAST = {
     "shutdown_timeout": 3.0,
 }
 ME = BotIdentity(BOT_ID, BOT_USERNAME)
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture
