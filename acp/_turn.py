@@ -483,11 +483,8 @@ class PromptTurn:
         event = parse_update(params)
         if event is None or event.kind is not _TEXT:
             return False
-        chunk = event.text
-        if KIRO_INTERRUPTED in chunk or (self._echoes_errors and self.looks_like_error(chunk)):
+        if self._for_run(event.text):
             return False
-        if "arning" in chunk and self._injected_warning(chunk):
-            return False  # `run` makes it a notice
         if event.message_id != self._message_id:
             event = self._separated(event)
         self.text.append(event.text)
@@ -497,6 +494,15 @@ class PromptTurn:
         except Exception as exc:  # the reader serves every session: the turn raises it instead
             self.inbox.push(("x", exc))
         return True
+
+    def _for_run(self, chunk: str) -> bool:
+        """A chunk only `run` may decide about: kiro's idle line, a possible echo of the error
+        to come, a warning to tell as a notice (checked cheaply: `in` allocates nothing)."""
+        return (
+            KIRO_INTERRUPTED in chunk
+            or (self._echoes_errors and self.looks_like_error(chunk))
+            or ("arning" in chunk and self.warn is not None and self._injected_warning(chunk))
+        )
 
     def _injected_warning(self, chunk: str) -> bool:
         """A warning the agent put into its reply stream (codex: "Warning: Model metadata for

@@ -42,7 +42,6 @@ from acp.tool_gate import (
     current_mode,
     describe_agent,
     find_mode_switch,
-    reported_modes,
     warn_ungated,
 )
 from acp.types import (
@@ -452,15 +451,9 @@ class AcpClient:
             switch = find_mode_switch(session.session_id, mode)
             reports = session.state.mode_reports
             reply = await self.runtime.call(switch.method, switch.params)
-            updates = [
-                item[2]
-                for item in list(session.inbox.items)
-                if item[0] == "n" and item[1] == "session/update"
-            ]
-            reported = reported_modes(updates)
-            if not reported and session.state.mode_reports != reports:
-                # read off the inbox into the session's state as it arrived (between turns)
-                reported = [session.state.mode]
+            # Between turns the session's notifications are read into its state as they arrive:
+            # a mode report that came meanwhile is the agent's word on the switch.
+            reported = [session.state.mode] if session.state.mode_reports != reports else []
             if reply.error is not None or not confirms_mode(switch, mode, reply.result, reported):
                 verb = "refused to switch" if reply.error is not None else "did not confirm"
                 raise AcpToolGateUnroutable(

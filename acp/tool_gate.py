@@ -327,25 +327,6 @@ def find_mode_switch(session_id: str, mode: AdvertisedMode) -> ModeSwitch:
     return ModeSwitch("session/set_mode", {"sessionId": session_id, "modeId": mode.id})
 
 
-def reported_modes(updates: Iterable[Any]) -> list[str]:
-    """The modes `current_mode_update` / `config_option_update` notifications report current,
-    in order (the updates as `session/update` params)."""
-    found: list[str] = []
-    for params in updates:
-        update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict):
-            continue
-        if update.get("sessionUpdate") == "current_mode_update":
-            mode = _text(update.get("currentModeId") or update.get("modeId"))
-            if mode:
-                found.append(mode)
-        elif update.get("sessionUpdate") == "config_option_update":
-            reported = current_mode({"configOptions": update.get("configOptions") or []})
-            if reported:
-                found.append(reported)
-    return found
-
-
 def confirms_mode(
     switch: ModeSwitch, mode: AdvertisedMode, result: Any, reported: list[str]
 ) -> bool:
