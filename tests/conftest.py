@@ -156,6 +156,32 @@ class CliResult:
     stderr: str
 
 
+def run_chat(
+    preset: str,
+    argv: list[str],
+    workspace: Path,
+    lines: list[str] | tuple[str, ...],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+) -> CliResult:
+    """`switchboard chat` on a real agent, fed `lines` on stdin (one turn or command each)."""
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "bot", "chat", "--agent", preset),
+            *("--agent-command", shlex.join(argv), "--cwd", str(workspace), "--timeout", "60"),
+        ],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
 @pytest.fixture
 def cli_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = {

@@ -9,16 +9,13 @@ turn runs, so the prompt and the number go on consecutive stdin lines."""
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult
+from tests.conftest import CliResult, run_chat
 from tests.fakes import real_agents
 from tests.fakes.mock_model import (
     MOCK_TEXT,
@@ -59,29 +56,15 @@ class RealChat:
         }
 
     def run(self, lines: Sequence[str], env: dict[str, str] | None = None) -> CliResult:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bot",
-                "chat",
-                "--agent",
-                self.backend,
-                "--agent-command",
-                shlex.join(self.argv),
-                "--cwd",
-                str(self.workspace),
-                "--timeout",
-                "60",
-            ],
-            input="".join(line + "\n" for line in lines),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        return run_chat(
+            self.backend,
+            self.argv,
+            self.workspace,
+            tuple(lines),
             env={**self.env, **(env or {})},
             cwd=self.tmp_path,
+            timeout=120,
         )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.fixture
