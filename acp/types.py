@@ -52,6 +52,8 @@ class EventKind(StrEnum):
     TERMINAL = "terminal"
     # a command the agent runs through terminal/create: what it runs and its last output line
     TERMINAL_ACTIVITY = "terminal_activity"
+    # an image, audio, embedded resource or resource link in the agent's reply
+    FILE = "file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +224,40 @@ class UsageInfo:
     used: int | None = None
     size: int | None = None
     percent: float | None = None
+    cost: float | None = None  # what the session cost so far, when the agent says
+    currency: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """One entry of the agent's plan (`plan` update; each update replaces the whole plan)."""
+
+    content: str
+    status: str = "pending"  # "pending" | "in_progress" | "completed"
+    priority: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFile:
+    """A file in the agent's reply: an `image` or `audio` block or an embedded `resource` (its
+    bytes in `data`), or a `resource_link` (`uri` only: the bot reads a `file://` link only when
+    it points inside the workspace). Strings are valid Unicode and capped."""
+
+    name: str
+    mime: str = ""
+    data: bytes | None = field(default=None, repr=False)
+    uri: str = ""
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCapabilities:
+    """What the agent said it takes in a prompt besides text (`initialize`'s
+    `agentCapabilities.promptCapabilities`)."""
+
+    image: bool = False
+    audio: bool = False
+    embedded_context: bool = False
 
 
 @dataclass(slots=True)
@@ -258,6 +294,8 @@ class AcpEvent:
     permission: PendingPermission | None = None
     raw: dict[str, Any] | None = field(default=None, repr=False)
     terminal: TerminalActivity | None = None
+    file: AgentFile | None = None
+    plan: tuple[PlanEntry, ...] = ()
 
 
 # ---- session state (acp/session_state.py keeps it) -----------------------------------------

@@ -58,6 +58,54 @@ class UserRef:
         return self.name or self.id
 
 
+# What kind of file a person attached, as the platform names it (the bot checks the bytes).
+FILE_KINDS = ("image", "audio", "voice", "video", "document")
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingFile:
+    """A file a person attached to a message, not downloaded yet.
+
+    `fetch(limit)` downloads it through the platform's own API with the bot's credentials (never
+    from a URL a person supplied) and returns its bytes; past `limit` bytes it stops and raises
+    `surfaces.errors.FileRefused`, as it does for a file the platform will not hand over. The bot
+    checks the claimed `size` against its limits before it calls `fetch`, and the file's type
+    from its bytes, not from `name` or `mime`."""
+
+    name: str  # as the platform gave it ("" when it gave none, e.g. a photo); sanitised later
+    mime: str  # as the platform claims it ("" when unknown)
+    size: int | None  # in bytes, as the platform claims it (None when unknown)
+    fetch: Callable[[int], Awaitable[bytes]] = field(compare=False, repr=False)
+    kind: str = "document"  # one of FILE_KINDS
+
+    def __post_init__(self) -> None:
+        _make_valid(self, "name", "mime", "kind")
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    """A file the bot delivers (an image or file from the agent's reply, a long reply as .md)."""
+
+    name: str  # a safe file name, no directories
+    data: bytes = field(repr=False)
+    mime: str = "application/octet-stream"
+    caption: str = ""  # plain text, short
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime.startswith("image/")
+
+
+@dataclass(frozen=True, slots=True)
+class MenuCommand:
+    """One command for a platform's own command menu (the agent's, named without the slash);
+    `hint` describes its argument ("" when it takes none)."""
+
+    name: str
+    description: str = ""
+    hint: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """One message a person sent to the bot. In groups the adapter forwards only what is
@@ -65,12 +113,13 @@ class Inbound:
 
     key: ConversationKey
     user: UserRef
-    text: str  # already stripped of the bot mention
+    text: str  # already stripped of the bot mention ("" for a file sent without a caption)
     event_id: str  # the platform's id of this event, for de-duplication of redeliveries
     # Set by the bot once the turn that carried this message has finished (or it was dropped):
     # `on_event` returns as soon as the message is accepted, so a surface that must wait for the
     # reply (a scripted terminal) waits on this.
     handled: anyio.Event | None = field(default=None, compare=False, repr=False)
+    files: tuple[IncomingFile, ...] = ()  # what was attached, in the order the person sent it
 
     def __post_init__(self) -> None:
         _make_valid(self, "text", "event_id")
@@ -129,6 +178,17 @@ class SurfaceCapabilities:
     threads: bool = False
     # How people type the bot's commands here; the first is the one shown in help.
     command_prefixes: tuple[str, ...] = ("/",)
+    # Whether `send`/`edit` can carry `buttons` (the live reply's Stop button); the bot passes
+    # them only when this is true.
+    message_buttons: bool = False
+    # Largest file `send_file` takes, in bytes (0: no uploads here; the bot writes a one-line
+    # note with the file's path instead), and largest image it sends as a picture.
+    max_upload_bytes: int = 0
+    max_photo_bytes: int = 0
+    # Largest file the platform lets a bot download (0: no limit of its own below ours).
+    max_download_bytes: int = 0
+    # Whether `agent_command_menu` puts the agent's commands into the platform's own menu.
+    agent_menus: bool = False
     # The surface's pacing, shared by the bot (turns) and the adapter (calls): see
     # `surfaces.pacing`. Made from `min_edit_interval` unless the adapter brings its own.
     pacing: Pacing = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
@@ -160,11 +220,34 @@ class Surface(Protocol):
         """Model Markdown -> this platform's dialect."""
         ...
 
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
-        """Post a message. `formatted`: the text is `render()` output (else plain text)."""
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
+        """Post a message. `formatted`: the text is `render()` output (else plain text).
+        `buttons` (only passed when `capabilities.message_buttons`): pressing one hands its token
+        back as a `ChoiceAnswer`, from anyone who can see it (the bot checks who pressed)."""
         ...
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None: ...
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
+        """Replace the message's text, and its buttons with `buttons` (none: they go)."""
+        ...
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        """Upload a file (an image as a picture where it fits `max_photo_bytes`); only called
+        with files within `capabilities.max_upload_bytes`."""
+        ...
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         """Show an ephemeral live preview (only called when `capabilities.drafts`)."""
@@ -192,4 +275,14 @@ class Surface(Protocol):
 
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         """Register (name, description) commands where the platform has a menu."""
+        ...
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        """Show the agent's own commands in this conversation's native menu beside ours (only
+        called when `capabilities.agent_menus`, and again whenever the list changes). Names are
+        mapped to the platform's rules and a clash with ours renamed visibly; when a person uses
+        an entry, the adapter hands the bot the text the agent expects: `/<name> <argument>`, or
+        `//<name> <argument>` for a name that clashes with one of ours."""
         ...

@@ -7,7 +7,9 @@ adapter. The bot decides what to do (wait, retry, give up); the adapter only tra
     ├── RateLimited        .retry_after seconds the platform asked us to wait; .recorded once
     │                      a chat's pacer holds the chat back for it (`surfaces.pacing`)
     ├── SendFailed         .transient: worth retrying (network, 5xx) or not (bad request)
-    └── MessageGone        the message to edit no longer exists (deleted, too old)
+    ├── MessageGone        the message to edit no longer exists (deleted, too old)
+    └── FileRefused        .reason: a file cannot be downloaded or uploaded (too large for the
+                           platform or for the limit asked, gone, refused); one sentence
 """
 
 from __future__ import annotations
@@ -35,3 +37,13 @@ class SendFailed(SurfaceError):
 
 class MessageGone(SurfaceError):
     pass
+
+
+class FileRefused(SurfaceError):
+    """A file the platform will not hand over or take, or one past the size asked for. `reason`
+    is a sentence a person can read ("Telegram does not let bots download files over 20 MB")."""
+
+    def __init__(self, reason: str, *, limit: int | None = None) -> None:
+        self.reason = reason
+        self.limit = limit
+        super().__init__(reason)
