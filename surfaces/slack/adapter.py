@@ -43,8 +43,10 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    MenuCommand,
     MessageRef,
     OnEvent,
+    OutgoingFile,
     SurfaceCapabilities,
     UserRef,
 )
@@ -53,6 +55,7 @@ from surfaces.errors import SendFailed, SurfaceError
 from surfaces.lanes import Lanes
 from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
+    agent_spelling,
     choice_blocks,
     closed_choice_blocks,
     message_from_event,
@@ -67,6 +70,8 @@ from surfaces.slack.errors import (
     socket_connection_fault,
     unreachable,
 )
+from surfaces.slack.files import MAX_UPLOAD_BYTES, incoming, upload
+from surfaces.slack.home import Home
 from surfaces.slack.receivers import run_http, run_socket_mode
 from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams
 from surfaces.slack.web_api import WebApi
@@ -118,6 +123,10 @@ class SlackSurface:
             buttons=True,
             threads=True,
             command_prefixes=("!", "/"),
+            message_buttons=True,
+            max_upload_bytes=MAX_UPLOAD_BYTES,
+            max_photo_bytes=MAX_UPLOAD_BYTES,  # Slack shows an uploaded image as a picture
+            agent_menus=True,  # kept for `!name` and App Home: Slack has no per-chat menu
         )
         self._api = WebApi(
             settings.bot_token,
@@ -136,6 +145,7 @@ class SlackSurface:
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._threads: BoundedMap[tuple[str, str], None] = BoundedMap(THREADS)
+        self._home = Home({*settings.allowed_users, *settings.approvers, *settings.admins})
         self.bound_port: int | None = None  # HTTP mode, once listening
         self.handed_over = 0  # events the bot has taken (accepted or refused), for tests
 
@@ -149,7 +159,10 @@ class SlackSurface:
         return shown
 
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
-        return None  # slash commands live in the app manifest, and not in threads: we parse `!`
+        # Slash commands live in the app manifest, and not in threads: we parse `!`. App Home
+        # lists them.
+        self._home.set_ours(commands)
+        return None
 
     # ---- lifecycle ----------------------------------------------------------------------------
     async def run(
@@ -245,6 +258,9 @@ class SlackSurface:
         event = body.get("event")
         if not isinstance(event, dict):
             return
+        if event.get("type") == "app_home_opened":
+            self._open_home(event)
+            return
         message = message_from_event(
             event,
             bot_user_id=self._bot_user_id,
@@ -258,13 +274,36 @@ class SlackSurface:
             self._threads.remember((message.channel, message.thread), None)
         if message.team:
             self._streams.remember_recipient(key, message.user, message.team)
+        self._home.saw(message.user, key, message.text)
         inbound = Inbound(
             key,
             UserRef(message.user, message.user_name),
-            message.text,  # `!compact`: the bot parses Slack's `!` spellings itself
+            # `!compact`: the bot parses Slack's `!` spellings of ours; the agent's we translate
+            agent_spelling(message.text, self._home.agent_names(key)),
             message.event_id,
+            files=tuple(incoming(self._api, file) for file in message.files),
         )
         self._lanes.put(key, inbound)
+
+    def _open_home(self, event: dict[str, Any]) -> None:
+        """`app_home_opened`: publish that person's Home view (in the background)."""
+        user = event.get("user")
+        if not isinstance(user, str) or not user or event.get("tab", "home") != "home":
+            return
+        if self._tg is None:
+            return
+        try:
+            self._tg.start_soon(self._publish_home, user)
+        except RuntimeError:
+            pass  # shutting down
+
+    async def _publish_home(self, user: str) -> None:
+        try:
+            await self._api.unpaced(
+                self._api.web.views_publish, user_id=user, view=self._home.view(user)
+            )
+        except SurfaceError as exc:
+            log.warning("slack: could not publish App Home for %s: %s", user, exc)
 
     async def _hand_over(self, inbound: Inbound) -> None:
         assert self._on_event is not None
@@ -311,13 +350,40 @@ class SlackSurface:
         self.handed_over += 1
 
     # ---- outbound -----------------------------------------------------------------------------
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
         if key.thread:
             self._threads.remember((key.chat, key.thread), None)
-        return MessageRef(key, await self._streams.send(key, text, formatted=formatted))
+        ts = await self._streams.send(key, text, formatted=formatted, buttons=buttons)
+        return MessageRef(key, ts)
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
-        await self._streams.edit(ref, text, formatted=formatted)
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
+        await self._streams.edit(ref, text, formatted=formatted, buttons=buttons)
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        if key.thread:
+            self._threads.remember((key.chat, key.thread), None)
+        return MessageRef(key, await upload(self._api, key, file))
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        # Slack has no per-conversation menu: `!name` is translated on the way in, and App
+        # Home lists them. Nothing to call.
+        self._home.set_agent_menu(key, commands)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # no drafts: live text is streamed or edited into real messages

@@ -11,6 +11,7 @@ streamed (`neutralise_markdown(a)` is a prefix of `neutralise_markdown(a + b)`).
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from surfaces.base import STATUS_MARK, Choice
+from surfaces.base import STATUS_MARK, Choice, MenuCommand
 from surfaces.text import ellipsize, escape_angle_brackets, unescape_angle_brackets
 
 BLOCK_ID = "switchboard-choice"  # our buttons carry it; other apps' actions are not ours
@@ -248,6 +249,7 @@ class SlackMessage:
     text: str  # without the bot mention, as the person sees it
     is_dm: bool
     mentioned: bool
+    files: tuple[SlackFile, ...] = ()
 
     @property
     def event_id(self) -> str:
@@ -300,10 +302,79 @@ def message_from_event(
     if isinstance(profile, dict):
         name = str(profile.get("display_name") or profile.get("real_name") or "")
     text = slack_to_plain(strip_mention(raw, bot_user_id))
-    if not text.strip():
-        return None  # a bare mention, or files without words: nothing to ask
+    files = files_of(event)
+    if not text.strip() and not files:
+        return None  # a bare mention: nothing to ask
     team = str(event.get("team") or event.get("user_team") or team_id or "")
-    return SlackMessage(channel, key_thread, ts, user, name, team, text, is_dm, mentioned)
+    return SlackMessage(channel, key_thread, ts, user, name, team, text, is_dm, mentioned, files)
+
+
+# ---- files ---------------------------------------------------------------------------------------
+
+FILES_PER_MESSAGE = 20  # Slack attaches at most 10 to a message; more is not a person typing
+# What Slack sets on a file it will not hand over as a file: hidden past the free plan's
+# storage, deleted (a tombstone), or a link to another service.
+_UNAVAILABLE_MODES = {
+    "hidden_by_limit": "Slack hides this file (the workspace is past its storage limit)",
+    "tombstone": "This file was deleted from Slack",
+    "external": "This file lives on another service, so the bot cannot fetch it from Slack",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SlackFile:
+    """A file shared in a message, as the event describes it. Only the id is used to fetch it
+    (through `files.info`); the rest is what the person is told and the bot checks first."""
+
+    id: str
+    name: str
+    mime: str
+    size: int | None
+    unavailable: str = ""  # why Slack will not hand it over, as a sentence ("" when it will)
+
+    @property
+    def kind(self) -> str:
+        return file_kind(self.mime)
+
+
+def file_kind(mime: str) -> str:
+    """One of `surfaces.base.FILE_KINDS` from the claimed mime type."""
+    major = mime.split("/", 1)[0].lower()
+    return major if major in ("image", "audio", "video") else "document"
+
+
+def unavailable_reason(file: dict[str, Any]) -> str:
+    """Why Slack will not hand this file over (a sentence), or "" when it will."""
+    mode = str(file.get("mode") or "")
+    if mode in _UNAVAILABLE_MODES:
+        return _UNAVAILABLE_MODES[mode] + "."
+    if file.get("is_external"):
+        return _UNAVAILABLE_MODES["external"] + "."
+    if file.get("file_access") == "access_denied":
+        return "Slack does not let the bot open this file."
+    return ""
+
+
+def files_of(event: dict[str, Any]) -> tuple[SlackFile, ...]:
+    """The files shared in a `message` event (subtype `file_share`, or files on a plain one)."""
+    raw = event.get("files")
+    if not isinstance(raw, list):
+        return ()
+    files = []
+    for item in raw[:FILES_PER_MESSAGE]:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
+            continue
+        size = item.get("size")
+        files.append(
+            SlackFile(
+                id=item["id"],
+                name=str(item.get("name") or item.get("title") or ""),
+                mime=str(item.get("mimetype") or ""),
+                size=size if isinstance(size, int) and size >= 0 else None,
+                unavailable=unavailable_reason(item),
+            )
+        )
+    return tuple(files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,23 +431,47 @@ def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]
     """The prompt and one button per choice (value = the choice's one-time token)."""
     blocks = [_section(prompt)]
     for start in range(0, len(choices), BUTTONS_PER_BLOCK):
-        buttons = []
-        for index, choice in enumerate(choices[start : start + BUTTONS_PER_BLOCK], start):
-            button: dict[str, Any] = {
-                "type": "button",
-                "action_id": f"choice-{index}",
-                "text": {
-                    "type": "plain_text",
-                    "text": ellipsize(choice.label, BUTTON_TEXT_LIMIT),
-                    "emoji": True,
-                },
-                "value": choice.token,
-            }
-            if choice.style in ("primary", "danger"):
-                button["style"] = choice.style
-            buttons.append(button)
+        buttons = _buttons(choices[start : start + BUTTONS_PER_BLOCK], start)
         blocks.append({"type": "actions", "block_id": f"{BLOCK_ID}-{start}", "elements": buttons})
     return blocks
+
+
+LIVE_BLOCK_ID = f"{BLOCK_ID}-live"  # the buttons on a reply (Stop), pressed like a choice's
+
+
+def message_blocks(text: str, buttons: Sequence[Choice], *, mrkdwn: bool) -> list[dict[str, Any]]:
+    """A message's text as sections (3,000 characters each; `mrkdwn`, else plain text shown as
+    typed), then its buttons."""
+    blocks: list[dict[str, Any]] = []
+    kind = "mrkdwn" if mrkdwn else "plain_text"
+    rest = text
+    while rest.strip():
+        cut = len(rest)
+        if cut > SECTION_TEXT_LIMIT:
+            cut = rest.rfind("\n", 0, SECTION_TEXT_LIMIT) + 1 or SECTION_TEXT_LIMIT
+        blocks.append({"type": "section", "text": {"type": kind, "text": rest[:cut]}})
+        rest = rest[cut:]
+    blocks.append({"type": "actions", "block_id": LIVE_BLOCK_ID, "elements": _buttons(buttons, 0)})
+    return blocks
+
+
+def _buttons(choices: Sequence[Choice], start: int) -> list[dict[str, Any]]:
+    buttons = []
+    for index, choice in enumerate(choices, start):
+        button: dict[str, Any] = {
+            "type": "button",
+            "action_id": f"choice-{index}",
+            "text": {
+                "type": "plain_text",
+                "text": ellipsize(choice.label, BUTTON_TEXT_LIMIT),
+                "emoji": True,
+            },
+            "value": choice.token,
+        }
+        if choice.style in ("primary", "danger"):
+            button["style"] = choice.style
+        buttons.append(button)
+    return buttons
 
 
 def closed_choice_blocks(prompt: str, outcome: str) -> list[dict[str, Any]]:
@@ -389,3 +484,91 @@ def closed_choice_blocks(prompt: str, outcome: str) -> list[dict[str, Any]]:
         }
     )
     return blocks
+
+
+# ---- the agent's commands and App Home -----------------------------------------------------------
+
+_RE_BANG = re.compile(r"^!([A-Za-z][A-Za-z0-9_-]*)(\s.*)?$", re.DOTALL)
+
+
+def agent_spelling(text: str, agent_commands: Sequence[str]) -> str:
+    """`!name args` for one of the agent's commands -> `/name args`, the text the agent expects
+    (typed `/name` is Slack's own slash command, so people type `!`). Ours, a doubled `!!` and
+    anything else stay as typed: the bot reads those."""
+    match = _RE_BANG.match(text.strip())
+    if match is None or match.group(1) not in agent_commands:
+        return text
+    return f"/{match.group(1)}{match.group(2) or ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecentConversation:
+    """One conversation a person had with the bot, for App Home."""
+
+    channel: str
+    thread: str
+    when: float  # time.time() of their last message
+    first_words: str
+
+
+HOME_WORDS = 60  # characters of the last message shown in App Home
+HOME_RECENT = 10  # conversations shown per person
+
+
+def home_view(
+    ours: Sequence[tuple[str, str]],
+    agents: Sequence[MenuCommand],
+    recent: Sequence[RecentConversation],
+) -> dict[str, Any]:
+    """The App Home view of someone allowed to chat: the commands (ours with `!`, then the
+    agent's last listed) and their recent conversations, newest first."""
+    lines = [f"`!{name}` — {escape_angle_brackets(summary)}" for name, summary in ours]
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Switchboard"}},
+        _section("Write to the bot in a DM, or mention it in a channel. Commands:"),
+        {"type": "section", "text": {"type": "mrkdwn", "text": _capped("\n".join(lines))}},
+    ]
+    if agents:
+        shown = []
+        for command in agents:
+            hint = f" _{escape_angle_brackets(command.hint)}_" if command.hint else ""
+            about = (
+                f" — {escape_angle_brackets(command.description)}" if command.description else ""
+            )
+            shown.append(f"`!{command.name}`{hint}{about}")
+        blocks.append(_section("The agent's own commands:"))
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": _capped("\n".join(shown))}}
+        )
+    blocks.append({"type": "divider"})
+    if recent:
+        blocks.append(_section("Your recent conversations:"))
+        rows = []
+        for item in recent[:HOME_RECENT]:
+            where = f"<#{item.channel}>" if not item.channel.startswith("D") else "our DM"
+            thread = " (thread)" if item.thread else ""
+            words = escape_angle_brackets(ellipsize(item.first_words, HOME_WORDS))
+            when = f"<!date^{int(item.when)}^{{date_short_pretty}} {{time}}|{_iso(item.when)}>"
+            rows.append(f"• {where}{thread}, {when}: {words}")
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": _capped("\n".join(rows))}}
+        )
+    else:
+        blocks.append(_section("No conversations with the bot yet."))
+    return {"type": "home", "blocks": blocks}
+
+
+def stranger_home_view() -> dict[str, Any]:
+    """The App Home view of someone who may not chat with the bot."""
+    return {
+        "type": "home",
+        "blocks": [_section("You do not have access to this bot. Ask its admin to add you.")],
+    }
+
+
+def _capped(text: str) -> str:
+    return ellipsize(text, SECTION_TEXT_LIMIT)
+
+
+def _iso(when: float) -> str:
+    return datetime.datetime.fromtimestamp(when, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

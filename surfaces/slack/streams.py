@@ -14,6 +14,11 @@
   message already shows, and Slack would otherwise keep the message "streaming") or before it
   nears Slack's limits (streams die after about 5 minutes, and carry at most about 12k
   characters): the message then goes on with `chat.update`, so nothing streamed is lost.
+* Buttons (the live reply's Stop): `chat.startStream` and `chat.appendStream` take no blocks
+  (only `chat.stopStream` does, when the reply is over and Stop means nothing), so a message sent
+  with buttons is posted, not streamed, its text in section blocks above an actions block, and
+  updated with `chat.update`; an edit that brings buttons to a stream stops it first. An edit
+  without buttons takes them off (`blocks: []`).
 * Streams are not used at the top level of a DM (they must be thread replies), when Slack says the
   method is unknown or not allowed (then never again), or when one fails to start (that message
   falls back to `chat.postMessage`)."""
@@ -22,17 +27,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from surfaces.base import ConversationKey, MessageRef
+from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
 from surfaces.errors import MessageGone, SurfaceError
-from surfaces.slack.convert import neutralise_markdown, split_status
+from surfaces.slack.convert import message_blocks, neutralise_markdown, split_status
 from surfaces.slack.errors import NO_STREAMS, Refused
 from surfaces.slack.web_api import WebApi
 from surfaces.text import escape_angle_brackets
@@ -57,6 +62,8 @@ class _Posted:
     streaming: bool = False
     streamed: str = ""  # the (neutralised) Markdown the stream was given
     shown: str | None = None  # the text last posted or updated, when known
+    # the buttons it shows (None: unknown, e.g. a message from before a restart)
+    buttons: tuple[Choice, ...] | None = ()
     started: float = field(default_factory=time.monotonic)
     touched: float = field(default_factory=time.monotonic)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -85,41 +92,63 @@ class NativeStreams:
         self._sources.remember(shown, markdown)
 
     # ---- posting and editing ------------------------------------------------------------------
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool) -> str:
-        """Post `text` (streamed when it is live text in a thread we may stream in); its ts."""
-        if not formatted and self._may_stream(key):
+    async def send(
+        self, key: ConversationKey, text: str, *, formatted: bool, buttons: Sequence[Choice] = ()
+    ) -> str:
+        """Post `text` (streamed when it is live text in a thread we may stream in, and has no
+        buttons); its ts."""
+        if not formatted and not buttons and self._may_stream(key):
             answer, _ = split_status(text)
             if answer.strip():
                 posted = await self._start(key, answer)
                 if posted is not None:
                     return posted.ts
         shown = text if formatted else escape_angle_brackets(text)
+        extra = {}
+        if buttons:
+            extra["blocks"] = message_blocks(
+                shown if formatted else text, buttons, mrkdwn=formatted
+            )
         response = await self._api.call(
             key.chat,
             self._api.web.chat_postMessage,
             channel=key.chat,
             thread_ts=key.thread or None,
-            text=shown,
+            text=shown,  # with blocks: the notification's text
             unfurl_links=False,
             unfurl_media=False,
+            **extra,
         )
         ts = str(response["ts"])
-        self._posted.remember(ts, _Posted(key.chat, ts, shown=shown))
+        self._posted.remember(ts, _Posted(key.chat, ts, shown=shown, buttons=tuple(buttons)))
         return ts
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
+    async def edit(
+        self, ref: MessageRef, text: str, *, formatted: bool, buttons: Sequence[Choice] = ()
+    ) -> None:
+        wanted = tuple(buttons)
         posted = self._posted.get(ref.id)
         if posted is None:  # not ours to know (a restart): just rewrite it
-            posted = _Posted(ref.key.chat, ref.id)
+            posted = _Posted(ref.key.chat, ref.id, buttons=None)
             self._posted.remember(ref.id, posted)
         async with posted.lock:
-            if posted.streaming and await self._edit_stream(posted, text, formatted=formatted):
-                return
+            if posted.streaming:
+                if wanted:  # a stream cannot carry buttons: go on with chat.update
+                    await self._stop(posted, "")
+                elif await self._edit_stream(posted, text, formatted=formatted):
+                    return
             shown = text if formatted else escape_angle_brackets(text)
-            if shown == posted.shown:
+            if shown == posted.shown and wanted == posted.buttons:
                 return  # Slack would show the same again
-            await self._call_on(posted, self._api.web.chat_update, text=shown)
-            posted.shown = shown
+            extra: dict[str, Any] = {}
+            if wanted:
+                extra["blocks"] = message_blocks(
+                    shown if formatted else text, wanted, mrkdwn=formatted
+                )
+            elif posted.buttons != ():
+                extra["blocks"] = []  # take the buttons off
+            await self._call_on(posted, self._api.web.chat_update, text=shown, **extra)
+            posted.shown, posted.buttons = shown, wanted
 
     # ---- streams ------------------------------------------------------------------------------
     def _may_stream(self, key: ConversationKey) -> bool:

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from surfaces.errors import FileRefused
 from surfaces.pacing import Pacing
 from surfaces.slack.errors import WEB_API
 
-__all__ = ["DEFAULT_API_URL", "WebApi"]
+__all__ = ["DEFAULT_API_URL", "FILE_HOST", "WebApi"]
 
 DEFAULT_API_URL = "https://slack.com/api/"
+FILE_HOST = "files.slack.com"  # where Slack serves `url_private_download`
+_CHUNK = 64 * 1024
 
 
 class WebApi:
@@ -67,7 +71,52 @@ class WebApi:
             with WEB_API.translated():
                 return await method(**kwargs)
 
+    async def unpaced(
+        self, method: Callable[..., Awaitable[AsyncSlackResponse]], /, **kwargs: Any
+    ) -> AsyncSlackResponse:
+        """`method(**kwargs)` translated, outside every channel's pacer: a read (`files.info`)
+        that Slack limits by method, not by the channel's posting budget."""
+        with WEB_API.translated():
+            return await method(**kwargs)
+
+    @property
+    def file_origin(self) -> tuple[str, str]:
+        """(scheme, host) Slack's private file URLs must have: files.slack.com over HTTPS, or the
+        configured API's own origin (GovSlack, a test fake)."""
+        if self._api_url == DEFAULT_API_URL:
+            return "https", FILE_HOST
+        parts = urlsplit(self._api_url)
+        return parts.scheme, parts.netloc
+
+    async def download(self, url: str, limit: int) -> bytes:
+        """GET a private file URL with the bot token, at most `limit` bytes. Only a URL on Slack's
+        file host is fetched, and no redirect is followed (the token would go with it)."""
+        parts = urlsplit(url)
+        if (parts.scheme, parts.netloc) != self.file_origin:
+            raise FileRefused("Slack gave a download address that is not its own file host.")
+        self.web  # noqa: B018 - makes the session
+        assert self._session is not None
+        headers = {"Authorization": f"Bearer {self._token}"}
+        with WEB_API.translated():
+            async with self._session.get(url, headers=headers, allow_redirects=False) as response:
+                if response.status != 200:
+                    raise FileRefused(
+                        f"Slack would not hand over the file (HTTP {response.status}).",
+                    )
+                if (response.content_length or 0) > limit:
+                    raise FileRefused(_too_large(limit), limit=limit)
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    data += chunk
+                    if len(data) > limit:
+                        raise FileRefused(_too_large(limit), limit=limit)
+                return bytes(data)
+
     async def close(self) -> None:
         session, self._session, self._client = self._session, None, None
         if session is not None:
             await session.close()
+
+
+def _too_large(limit: int) -> str:
+    return f"The file is larger than the {limit / 1_000_000:g} MB the bot takes."

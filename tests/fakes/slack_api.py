@@ -24,8 +24,18 @@ Socket Mode (`GET /socket`): sends `hello`, then whatever `push()` sends as enve
 connection with a TCP reset, as a network fault does; `refuse_sockets(n)` answers the next n
 connection attempts 503.
 
+Files and App Home (issue 13): tests store a file with `add_file` (its bytes, mime type, and a
+`mode` such as `hidden_by_limit`), put the object it returns on a `file_share` event, and the
+bot fetches it with `files.info` and a GET of its `url_private_download` on this server
+(`/files-pri/...`, the bot token required in `Authorization: Bearer`, else 403; every fetch is in
+`downloads`). Uploads run file upload v2: `files.getUploadURLExternal` (refused with
+`file_too_large` past `upload_limit`, 1 GB like Slack), the POST of the bytes to the URL it
+answers, `files.completeUploadExternal` (channel, thread, title, comment) -> `uploads`.
+`views.publish` records the newest view per user (`views`); `home_opened(user)` is the event
+Slack sends when someone opens the app's Home tab.
+
 Builders for the payloads people cause (`dm`, `channel_message`, `mention`, `envelope`,
-`button_press`) and `SignedPoster`, which posts them to an HTTP-mode app signed as Slack does
+`button_press`, `file_share`, `home_opened`) and `SignedPoster`, which posts them to an HTTP-mode app signed as Slack does
 (`X-Slack-Signature: v0=HMAC-SHA256(secret, "v0:<timestamp>:<body>")`), or signed wrongly."""
 
 from __future__ import annotations
@@ -65,6 +75,33 @@ WRITE_METHODS = (
     *STREAM_METHODS,
 )
 _ZWSP = "\u200b"
+LIVE_BLOCK_ID = "switchboard-choice-live"  # the adapter's buttons on a reply (Stop)
+UPLOAD_LIMIT = 1_000_000_000  # Slack takes files up to 1 GB
+
+
+@dataclass
+class StoredFile:
+    """A file a person shared, as Slack keeps it."""
+
+    id: str
+    name: str
+    mimetype: str
+    data: bytes = field(repr=False)
+    mode: str = "hosted"  # hidden_by_limit | tombstone | external | hosted
+    size: int | None = None  # what Slack claims (default: the real size)
+    url: str = ""  # url_private_download, when the test wants another one
+
+
+@dataclass
+class Upload:
+    """A file the bot uploaded and shared."""
+
+    channel: str
+    thread_ts: str
+    name: str
+    title: str
+    data: bytes = field(repr=False)
+    comment: str = ""
 
 
 @dataclass
@@ -103,6 +140,12 @@ class Message:
         return self.text.replace(_ZWSP, "")
 
     @property
+    def is_prompt(self) -> bool:
+        """An approval prompt (open or closed), not a reply: blocks, and no reply buttons."""
+        live = any(block.get("block_id") == LIVE_BLOCK_ID for block in self.blocks)
+        return bool(self.blocks) and not live
+
+    @property
     def buttons(self) -> list[dict[str, Any]]:
         return [
             element
@@ -135,6 +178,7 @@ class FakeSlack(LoopbackServer):
         rate_interval: float | None = None,
         stream_lifetime: float = 300.0,
         stream_limit: int = 12_000,
+        upload_limit: int = UPLOAD_LIMIT,
     ) -> None:
         super().__init__()
         self.streaming = streaming
@@ -146,6 +190,12 @@ class FakeSlack(LoopbackServer):
         self.ephemerals: list[Ephemeral] = []
         self.acks: list[dict[str, Any]] = []
         self.missing_channels: set[str] = set()
+        self.files: dict[str, StoredFile] = {}
+        self.downloads: list[tuple[str, str]] = []  # (file id, the token it came with)
+        self.upload_limit = upload_limit
+        self.uploads: list[Upload] = []
+        self._pending_uploads: dict[str, dict[str, Any]] = {}
+        self.views: dict[str, dict[str, Any]] = {}  # user -> the newest Home view published
         self._failures: dict[str, list[_Failure]] = {}
         self._last_write: dict[str, float] = {}
         self._ts = itertools.count(1)
@@ -159,6 +209,8 @@ class FakeSlack(LoopbackServer):
     def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
+        app.router.add_get("/files-pri/{file}/{name}", self._download)
+        app.router.add_post("/upload/v1/{file}", self._upload)
 
     async def _before_close(self) -> None:
         for ws in list(self._sockets):
@@ -204,7 +256,7 @@ class FakeSlack(LoopbackServer):
 
     def replies(self, channel: str, thread_ts: str = "") -> list[Message]:
         """The bot's messages in a thread, without approval prompts."""
-        return [m for m in self.in_thread(channel, thread_ts) if not m.blocks]
+        return [m for m in self.in_thread(channel, thread_ts) if not m.is_prompt]
 
     def thread_text(self, channel: str, thread_ts: str = "") -> str:
         return "\n".join(m.visible for m in self.replies(channel, thread_ts))
@@ -360,6 +412,101 @@ class FakeSlack(LoopbackServer):
             message.blocks = _json_list(params["blocks"])
         message.streaming = False
         return {"channel": message.channel, "ts": message.ts, "message": {"text": message.text}}
+
+    # ---- files and App Home ----------------------------------------------------------------------
+    def add_file(
+        self, name: str, mimetype: str, data: bytes, *, mode: str = "hosted", **extra: Any
+    ) -> dict[str, Any]:
+        """Store a file a person shares; returns its object for a `file_share` event."""
+        file = StoredFile("F" + uuid.uuid4().hex[:10].upper(), name, mimetype, data, mode, **extra)
+        self.files[file.id] = file
+        return self._file_object(file)
+
+    def _file_object(self, file: StoredFile) -> dict[str, Any]:
+        url = file.url or f"http://127.0.0.1:{self.port}/files-pri/{TEAM_ID}-{file.id}/{file.name}"
+        body: dict[str, Any] = {
+            "id": file.id,
+            "name": file.name,
+            "title": file.name,
+            "mimetype": file.mimetype,
+            "size": len(file.data) if file.size is None else file.size,
+            "mode": file.mode,
+            "is_external": file.mode == "external",
+        }
+        if file.mode == "hosted":
+            body["url_private"] = body["url_private_download"] = url
+        return body
+
+    def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        file = self.files.get(str(params.get("file") or ""))
+        if file is None:
+            raise _ApiError("file_not_found")
+        return {"file": self._file_object(file)}
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file"].removeprefix(f"{TEAM_ID}-")
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self.downloads.append((file_id, token))
+        file = self.files.get(file_id)
+        if token != BOT_TOKEN:
+            return web.Response(status=403, text="sign in")
+        if file is None or file.mode != "hosted":
+            return web.Response(status=404)
+        return web.Response(body=file.data, content_type=file.mimetype)
+
+    def _files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        name, length = str(params.get("filename") or ""), int(params.get("length") or -1)
+        if not name or length < 0:
+            raise _ApiError("invalid_arguments")
+        if length > self.upload_limit:
+            raise _ApiError("file_too_large")
+        file_id = "F" + uuid.uuid4().hex[:10].upper()
+        self._pending_uploads[file_id] = {"name": name, "length": length, "data": None}
+        return {
+            "upload_url": f"http://127.0.0.1:{self.port}/upload/v1/{file_id}",
+            "file_id": file_id,
+        }
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        pending = self._pending_uploads.get(request.match_info["file"])
+        if pending is None:
+            return web.Response(status=404)
+        data = await request.content.read()
+        if len(data) != pending["length"] or len(data) > self.upload_limit:
+            return web.Response(status=413, text="length mismatch or too large")
+        pending["data"] = data
+        return web.Response(text="OK - " + str(len(data)))
+
+    def _files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel_id") or "")
+        if channel and channel in self.missing_channels:
+            raise _ApiError("channel_not_found")
+        done = []
+        for item in _json_list(params.get("files")):
+            pending = self._pending_uploads.pop(str(item.get("id") or ""), None)
+            if pending is None or pending["data"] is None:
+                raise _ApiError("file_not_found")  # never uploaded
+            self.uploads.append(
+                Upload(
+                    channel,
+                    str(params.get("thread_ts") or ""),
+                    pending["name"],
+                    str(item.get("title") or ""),
+                    pending["data"],
+                    str(params.get("initial_comment") or ""),
+                )
+            )
+            done.append({"id": item["id"], "name": pending["name"], "title": item.get("title")})
+        return {"files": done}
+
+    def _views_publish(self, params: dict[str, Any]) -> dict[str, Any]:
+        user, view = str(params.get("user_id") or ""), params.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not user or not isinstance(view, dict) or view.get("type") != "home":
+            raise _ApiError("invalid_arguments")
+        self.views[user] = view
+        return {"view": {"id": "V" + uuid.uuid4().hex[:8].upper(), **view}}
 
     # ---- Socket Mode ---------------------------------------------------------------------------
     def refuse_sockets(self, count: int = 1) -> None:
@@ -521,6 +668,34 @@ def mention(
     event["type"] = "app_mention"
     del event["channel_type"]
     return event
+
+
+def file_share(
+    channel: str,
+    user: str,
+    text: str,
+    files: list[dict[str, Any]],
+    *,
+    ts: str,
+    thread_ts: str = "",
+    channel_type: str = "im",
+    team: str = TEAM_ID,
+) -> dict[str, Any]:
+    """A `message` event with subtype `file_share` carrying `files` (from `FakeSlack.add_file`)."""
+    event = dm(channel, user, text, ts=ts, thread_ts=thread_ts, team=team)
+    event.update({"subtype": "file_share", "files": files, "channel_type": channel_type})
+    return event
+
+
+def home_opened(user: str) -> dict[str, Any]:
+    """The `app_home_opened` event for `user` opening the Home tab."""
+    return {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": "D" + user.removeprefix("U"),
+        "tab": "home",
+        "event_ts": f"{time.time():.6f}",
+    }
 
 
 def envelope(event: dict[str, Any], *, event_id: str = "") -> dict[str, Any]:

@@ -1,0 +1,342 @@
+"""Issue 13 on Slack: files in (fetched only through `files.info` and the bot token, on Slack's
+file host, cut off past the limit), files out (upload v2 into the thread), buttons on messages,
+the agent's commands (`!name`) and App Home. The adapter runs the real slack-bolt and slack_sdk
+against the fake Slack, in both Socket Mode and HTTP mode where the path differs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from config.settings import SlackSettings
+from surfaces.base import (
+    Choice,
+    ChoiceAnswer,
+    ConversationKey,
+    Inbound,
+    MenuCommand,
+    OutgoingFile,
+)
+from surfaces.errors import FileRefused
+from surfaces.slack.adapter import SlackSurface
+from tests.engine_helpers import wait_for
+from tests.fakes.slack_api import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    FakeSlack,
+    SignedPoster,
+    button_press,
+    channel_message,
+    dm,
+    envelope,
+    file_share,
+    home_opened,
+    mention,
+)
+
+pytestmark = pytest.mark.anyio
+
+ALICE, STRANGER = "UALICE", "USTRANGER"
+DM = "DALICE"
+CHANNEL = "CGENERAL"
+BOT = f"<@{BOT_USER_ID}>"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 200
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("SWITCHBOARD_", "SLACK_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(params=["socket", "http"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class Env:
+    def __init__(self, fake: FakeSlack, surface: SlackSurface, poster: SignedPoster | None):
+        self.fake = fake
+        self.surface = surface
+        self.poster = poster
+        self.events: list[Inbound | ChoiceAnswer] = []
+
+    async def deliver(self, event: dict[str, Any]) -> None:
+        body = envelope(event)
+        if self.poster is None:
+            envelope_id = await self.fake.push("events_api", body)
+            await wait_for(lambda: self.fake.acked(envelope_id), "the envelope to be acked")
+        else:
+            assert await self.poster.event(body) == 200
+
+    async def press(self, payload: dict[str, Any]) -> None:
+        if self.poster is None:
+            envelope_id = await self.fake.push("interactive", payload)
+            await wait_for(lambda: self.fake.acked(envelope_id), "the press to be acked")
+        else:
+            assert await self.poster.action(payload) == 200
+
+    async def next_inbound(self, count: int = 1) -> Inbound:
+        await wait_for(lambda: len(self.inbounds) >= count, "a message to reach the bot")
+        return self.inbounds[count - 1]
+
+    @property
+    def inbounds(self) -> list[Inbound]:
+        return [event for event in self.events if isinstance(event, Inbound)]
+
+    async def share(self, text: str, *files: dict[str, Any], count: int = 1) -> Inbound:
+        """Alice shares `files` in her DM with the bot; what reached the bot."""
+        ts = self.fake.next_ts()
+        await self.deliver(file_share(DM, ALICE, text, list(files), ts=ts))
+        return await self.next_inbound(count)
+
+
+@asynccontextmanager
+async def slack(mode: str, **fake_options: Any) -> AsyncIterator[Env]:
+    async with FakeSlack(**fake_options) as fake:
+        access = {"allowed_users": [ALICE]}
+        if mode == "socket":
+            settings = SlackSettings(
+                bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, **access
+            )
+        else:
+            settings = SlackSettings(
+                bot_token=BOT_TOKEN,
+                signing_secret=SIGNING_SECRET,
+                api_url=fake.api_url,
+                listen="127.0.0.1",
+                **access,
+            ).model_copy(update={"port": 0})
+        surface = SlackSurface(settings, min_edit_interval=0.01, stream_idle=0.3)
+        env = Env(fake, surface, None)
+        surface.command_menu([("new", "start afresh"), ("help", "this list")])
+
+        async def on_event(event: Inbound | ChoiceAnswer) -> None:
+            env.events.append(event)
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(surface.run, on_event)
+            if mode == "http":
+                env.poster = SignedPoster(f"http://127.0.0.1:{surface.bound_port}/slack/events")
+            try:
+                yield env
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if env.poster is not None:
+                        await env.poster.aclose()
+                    await surface.close()
+                tg.cancel_scope.cancel()
+
+
+# ---- files in ------------------------------------------------------------------------------------
+async def test_a_file_share_reaches_the_bot_with_its_files_fetched_through_files_info(
+    mode: str,
+) -> None:
+    async with slack(mode) as env:
+        shot = env.fake.add_file("shot.png", "image/png", PNG)
+        notes = env.fake.add_file("notes.txt", "text/plain", b"hello notes")
+        inbound = await env.share(f"{BOT} what is this?", shot, notes)
+        assert inbound.text == "what is this?"  # the caption, mention stripped
+        image, document = inbound.files
+        assert (image.name, image.mime, image.size, image.kind) == (
+            "shot.png",
+            "image/png",
+            len(PNG),
+            "image",
+        )
+        assert (document.name, document.kind) == ("notes.txt", "document")
+        assert await image.fetch(1_000_000) == PNG
+        assert await document.fetch(1_000_000) == b"hello notes"
+    infos = [call.params["file"] for call in env.fake.calls_to("files.info")]
+    assert infos == [shot["id"], notes["id"]]
+    assert env.fake.downloads == [(shot["id"], BOT_TOKEN), (notes["id"], BOT_TOKEN)]
+
+
+async def test_a_file_without_words_still_reaches_the_bot_and_kinds_follow_the_mime_type(
+    mode: str,
+) -> None:
+    async with slack(mode) as env:
+        voice = env.fake.add_file("memo.m4a", "audio/mp4", b"....")
+        clip = env.fake.add_file("clip.mp4", "video/mp4", b"....")
+        inbound = await env.share("", voice, clip)
+    assert inbound.text == ""
+    assert [file.kind for file in inbound.files] == ["audio", "video"]
+    assert env.fake.calls_to("files.info") == []  # nothing is fetched until the bot asks
+
+
+async def test_the_url_in_the_event_is_never_used_and_one_on_another_host_is_refused() -> None:
+    async with slack("socket") as env:
+        honest = env.fake.add_file("a.png", "image/png", PNG)
+        honest["url_private_download"] = "http://attacker.example/steal"  # in the event only
+        inbound = await env.share("look", honest)
+        assert await inbound.files[0].fetch(10_000) == PNG  # from files.info's URL
+        elsewhere = env.fake.add_file("b.png", "image/png", PNG, url="http://attacker.example/b")
+        other = await env.share("and this", elsewhere, count=2)
+        with pytest.raises(FileRefused) as refused:
+            await other.files[0].fetch(10_000)
+    assert "not its own file host" in refused.value.reason
+    assert [file_id for file_id, _ in env.fake.downloads] == [honest["id"]]
+
+
+async def test_a_file_past_the_limit_is_cut_off_even_when_slack_claims_it_is_small() -> None:
+    async with slack("socket") as env:
+        big = env.fake.add_file("big.log", "text/plain", b"x" * 5000)
+        liar = env.fake.add_file("liar.log", "text/plain", b"y" * 5000, size=10)
+        inbound = await env.share("logs", big, liar)
+        with pytest.raises(FileRefused) as claimed:
+            await inbound.files[0].fetch(1000)
+        with pytest.raises(FileRefused) as streamed:
+            await inbound.files[1].fetch(1000)
+    assert claimed.value.limit == streamed.value.limit == 1000
+    assert claimed.value.reason[0].isupper() and claimed.value.reason.endswith(".")
+    # the one Slack claimed was small was downloaded, and cut off past the limit
+    assert [file_id for file_id, _ in env.fake.downloads] == [liar["id"]]
+
+
+async def test_a_file_slack_hides_or_deleted_is_refused_with_a_sentence() -> None:
+    async with slack("socket") as env:
+        hidden = env.fake.add_file("old.pdf", "application/pdf", b"%PDF", mode="hidden_by_limit")
+        later = env.fake.add_file("gone.pdf", "application/pdf", b"%PDF")
+        inbound = await env.share("these", hidden, later)
+        env.fake.files[later["id"]].mode = "tombstone"  # deleted after it was shared
+        reasons = []
+        for file in inbound.files:
+            with pytest.raises(FileRefused) as refused:
+                await file.fetch(10_000)
+            reasons.append(refused.value.reason)
+    assert "storage limit" in reasons[0] and "deleted" in reasons[1]
+    assert env.fake.downloads == []
+
+
+# ---- files out -----------------------------------------------------------------------------------
+async def test_send_file_uploads_into_the_conversations_thread_with_upload_v2() -> None:
+    async with slack("socket") as env:
+        key = ConversationKey("slack", CHANNEL, "1700000000.000001")
+        await env.surface.send_file(key, OutgoingFile("chart.png", PNG, "image/png", "the chart"))
+        (upload,) = env.fake.uploads
+        assert (upload.channel, upload.thread_ts, upload.name, upload.data) == (
+            CHANNEL,
+            key.thread,
+            "chart.png",
+            PNG,
+        )
+        assert upload.comment == "the chart"
+        assert env.surface.capabilities.max_upload_bytes == 1_000_000_000
+    methods = [call.method for call in env.fake.calls if call.method.startswith("files.")]
+    assert methods == ["files.getUploadURLExternal", "files.completeUploadExternal"]
+
+
+async def test_a_file_past_slacks_upload_limit_is_refused_with_a_sentence() -> None:
+    async with slack("socket", upload_limit=100) as env:
+        with pytest.raises(FileRefused) as refused:
+            await env.surface.send_file(
+                ConversationKey("slack", DM), OutgoingFile("big.bin", b"z" * 101)
+            )
+    assert refused.value.reason == "Slack refused the file as too large."
+    assert env.fake.uploads == []
+
+
+# ---- buttons on messages -------------------------------------------------------------------------
+STOP = Choice("stop-token-1", "Stop", "danger")
+
+
+async def test_buttons_on_a_message_are_pressed_as_a_choice_and_an_edit_without_them_drops_them(
+    mode: str,
+) -> None:
+    async with slack(mode) as env:
+        # in a channel thread someone wrote in, where a reply would be streamed
+        thread = env.fake.next_ts()
+        await env.deliver(mention(CHANNEL, ALICE, f"{BOT} go", ts=thread))
+        await env.next_inbound()
+        key = ConversationKey("slack", CHANNEL, thread)
+        ref = await env.surface.send(key, "working <on it>", buttons=[STOP])
+        message = env.fake.messages[ref.id]
+        assert [button["value"] for button in message.buttons] == [STOP.token]
+        assert message.visible == "working &lt;on it&gt;"  # the fallback text, escaped
+        assert message.blocks[0]["text"] == {"type": "plain_text", "text": "working <on it>"}
+        await env.surface.edit(ref, "working more", buttons=[STOP])
+        assert len(message.buttons) == 1 and "working more" in str(message.blocks)
+        await env.press(button_press(CHANNEL, ALICE, message, STOP.token))
+        await wait_for(lambda: any(isinstance(e, ChoiceAnswer) for e in env.events), "a press")
+        await env.surface.edit(ref, "*done*", formatted=True)
+        assert message.buttons == [] and message.text == "*done*"
+    answer = next(event for event in env.events if isinstance(event, ChoiceAnswer))
+    assert (answer.token, answer.key, answer.user.id) == (STOP.token, key, ALICE)
+    assert env.fake.calls_to("chat.startStream") == []  # a stream cannot carry the button
+
+
+async def test_an_edit_bringing_buttons_to_a_stream_stops_it_and_goes_on_with_updates() -> None:
+    async with slack("socket") as env:
+        thread = env.fake.next_ts()
+        await env.deliver(mention(CHANNEL, ALICE, f"{BOT} go", ts=thread))
+        await env.next_inbound()
+        key = ConversationKey("slack", CHANNEL, thread)
+        ref = await env.surface.send(key, "streamed")
+        assert env.fake.messages[ref.id].streaming
+        await env.surface.edit(ref, "streamed and more", buttons=[STOP])
+        message = env.fake.messages[ref.id]
+    assert not message.streaming and [b["value"] for b in message.buttons] == [STOP.token]
+    assert [call.method for call in env.fake.calls if call.method.startswith("chat.")][-2:] == [
+        "chat.stopStream",
+        "chat.update",
+    ]
+
+
+# ---- the agent's commands and App Home -----------------------------------------------------------
+async def test_bang_name_of_an_agent_command_reaches_the_bot_as_the_slash_command(
+    mode: str,
+) -> None:
+    async with slack(mode) as env:
+        key = ConversationKey("slack", DM)
+        commands = [MenuCommand("context", "show context", "[detail]"), MenuCommand("new", "x")]
+        await env.surface.agent_command_menu(key, commands)
+        for text in ("!context full", "!help", "!!new", "!unknown"):
+            await env.deliver(dm(DM, ALICE, text, ts=env.fake.next_ts()))
+        await env.next_inbound(4)
+    # ours (`!help`, and `!new`: the agent's twin is `!!new`) and unknown names stay as typed
+    assert [inbound.text for inbound in env.inbounds] == [
+        "/context full",
+        "!help",
+        "!!new",
+        "!unknown",
+    ]
+
+
+async def test_app_home_shows_the_commands_and_recent_conversations_and_a_stranger_no_access(
+    mode: str,
+) -> None:
+    async with slack(mode) as env:
+        await env.deliver(dm(DM, ALICE, "please refactor the parser", ts=env.fake.next_ts()))
+        await env.deliver(dm("DSTRANGER", STRANGER, "let me in", ts=env.fake.next_ts()))
+        await env.next_inbound(2)
+        await env.surface.agent_command_menu(
+            ConversationKey("slack", DM), [MenuCommand("review", "review a diff", "[PR]")]
+        )
+        await env.deliver(home_opened(ALICE))
+        await env.deliver(home_opened(STRANGER))
+        await wait_for(lambda: len(env.fake.views) == 2, "both Home views")
+    home = str(env.fake.views[ALICE])
+    for shown in ("`!new`", "`!help`", "`!review`", "[PR]", "please refactor the parser"):
+        assert shown in home
+    stranger = str(env.fake.views[STRANGER])
+    assert "do not have access" in stranger and "let me in" not in stranger
+
+
+async def test_home_keeps_a_bounded_number_of_conversations_per_person() -> None:
+    async with slack("socket") as env:
+        for n in range(15):
+            ts = env.fake.next_ts()
+            await env.deliver(channel_message(CHANNEL, ALICE, f"{BOT} topic {n}", ts=ts))
+        await env.next_inbound(15)
+        await env.deliver(home_opened(ALICE))
+        await wait_for(lambda: ALICE in env.fake.views, "the Home view")
+    home = str(env.fake.views[ALICE])
+    assert "topic 14" in home and "topic 5" in home and "topic 4" not in home
