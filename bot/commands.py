@@ -174,8 +174,8 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
     shown = []
     for name in agent_commands:
         ours = _BY_NAME.get(name.lower())
-        if ours is None:
-            shown.append(f"/{name}")
+        if ours is None:  # in the surface's spelling (Slack turns `!name` into `/name`)
+            shown.append(f"{prefix}{name}")
         elif ours.handler is not None:  # ours answers /name: the agent's is reached doubled
             shown.append(f"{prefix}{prefix}{name}")
     if shown:

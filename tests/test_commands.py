@@ -33,7 +33,7 @@ def test_help_lists_every_command_in_the_surfaces_first_spelling_and_the_agents_
         assert f"!{command.name}" in text
     agents_line = next(line for line in text.splitlines() if "agent also understands" in line)
     # one named like ours is listed in the spelling that reaches the agent
-    assert "/context" in agents_line and "!!new" in agents_line and " /new" not in agents_line
+    assert "!context" in agents_line and "!!new" in agents_line and " !new" not in agents_line
 
 
 def test_a_doubled_prefix_is_the_agents_command_even_when_named_like_ours() -> None:

@@ -598,3 +598,28 @@ async def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_delivered_vali
         assert await env.answered(CHANNEL, thread, " end") == f"{MADE_VALID} end"
         await env.dm(BOB, "next")
         await env.answered(DMS[BOB], "", "Echo: next")
+
+
+# ---- issue 13: the agent's commands ---------------------------------------------------------------
+AGENT_COMMANDS = {
+    "update": {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {"name": "review", "description": "Review the diff", "input": {"hint": "PATH"}},
+            {"name": "status", "description": "The agent's own status"},
+        ],
+    }
+}
+
+
+async def test_bang_help_lists_the_agents_commands_in_slacks_spelling(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await env.dm(ALICE, script(AGENT_COMMANDS, {"chunk": "listed"}))
+        await env.answered(DMS[ALICE], "", "listed")
+        await env.dm(ALICE, "!help")
+        text = await env.answered(DMS[ALICE], "", "Commands:")
+    # typed `/review` would be Slack's own slash command: the agent's are listed as `!review`,
+    # and one named like ours doubled
+    assert "The agent also understands: !review, !!status" in text

@@ -189,7 +189,7 @@ async def test_the_url_in_the_event_is_never_used_and_one_on_another_host_is_ref
 async def test_a_file_past_the_limit_is_cut_off_even_when_slack_claims_it_is_small() -> None:
     async with slack("socket") as env:
         big = env.fake.add_file("big.log", "text/plain", b"x" * 5000)
-        liar = env.fake.add_file("liar.log", "text/plain", b"y" * 5000, size=10)
+        liar = env.fake.add_file("liar.log", "text/plain", b"y" * 5000, size=10, chunked=True)
         inbound = await env.share("logs", big, liar)
         with pytest.raises(FileRefused) as claimed:
             await inbound.files[0].fetch(1000)

@@ -90,6 +90,7 @@ class StoredFile:
     mode: str = "hosted"  # hidden_by_limit | tombstone | external | hosted
     size: int | None = None  # what Slack claims (default: the real size)
     url: str = ""  # url_private_download, when the test wants another one
+    chunked: bool = False  # served without a Content-Length, as a stream
 
 
 @dataclass
@@ -452,7 +453,15 @@ class FakeSlack(LoopbackServer):
             return web.Response(status=403, text="sign in")
         if file is None or file.mode != "hosted":
             return web.Response(status=404)
-        return web.Response(body=file.data, content_type=file.mimetype)
+        if not file.chunked:
+            return web.Response(body=file.data, content_type=file.mimetype)
+        response = web.StreamResponse(headers={"Content-Type": file.mimetype})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(file.data), 1024):
+            await response.write(file.data[start : start + 1024])
+        await response.write_eof()
+        return response
 
     def _files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
         name, length = str(params.get("filename") or ""), int(params.get("length") or -1)
