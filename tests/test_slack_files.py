@@ -24,6 +24,7 @@ from surfaces.base import (
 )
 from surfaces.errors import FileRefused
 from surfaces.slack.adapter import SlackSurface
+from surfaces.slack.convert import files_of
 from tests.engine_helpers import wait_for
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -340,3 +341,11 @@ async def test_home_keeps_a_bounded_number_of_conversations_per_person() -> None
         await wait_for(lambda: ALICE in env.fake.views, "the Home view")
     home = str(env.fake.views[ALICE])
     assert "topic 14" in home and "topic 5" in home and "topic 4" not in home
+
+
+def test_a_shared_file_without_an_id_is_kept_to_be_answered_not_dropped() -> None:
+    files = files_of({"files": [{"name": "x.png", "mimetype": "image/png"}, "junk"]})
+    assert [(f.name, f.kind, f.unavailable) for f in files] == [
+        ("x.png", "image", "Slack did not say which file this is.")
+    ]
+    assert files_of({"files": "not a list"}) == ()

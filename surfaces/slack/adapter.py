@@ -20,6 +20,12 @@ Sending: the bot's `ReplyStream` paces operations per channel (`min_edit_interva
 what to show; `streams.py` shows it with Slack's native streams where it can, else with
 `chat.postMessage` + `chat.update`. Every call passes the channel's pacer (`web_api.py`).
 
+Files: a message's shared files reach the bot as `IncomingFile`s, fetched only on demand through
+`files.info` and the bot token (`files.py`); the agent's files are uploaded into the thread.
+Buttons on a reply (Stop) are an actions block; pressed, they arrive like a choice's. Slack has no
+per-conversation command menu, so the agent's commands are kept (`home.py`) to turn a typed
+`!name` into `/name` and to show in App Home, which `app_home_opened` publishes per person.
+
 Slack bots have no typing indicator (`assistant.threads.setStatus` exists only in assistant
 threads, and a reaction costs calls against the channel's budget), so `typing` does nothing: a
 stream shows the first words as soon as they exist."""

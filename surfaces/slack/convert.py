@@ -311,7 +311,6 @@ def message_from_event(
 
 # ---- files ---------------------------------------------------------------------------------------
 
-FILES_PER_MESSAGE = 20  # Slack attaches at most 10 to a message; more is not a person typing
 # What Slack sets on a file it will not hand over as a file: hidden past the free plan's
 # storage, deleted (a tombstone), or a link to another service.
 _UNAVAILABLE_MODES = {
@@ -361,17 +360,21 @@ def files_of(event: dict[str, Any]) -> tuple[SlackFile, ...]:
     if not isinstance(raw, list):
         return ()
     files = []
-    for item in raw[:FILES_PER_MESSAGE]:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
+    for item in raw:  # Slack attaches at most 10; the bot answers a count past its limit
+        if not isinstance(item, dict):
             continue
+        file_id = item.get("id")
+        reason = unavailable_reason(item)
+        if not isinstance(file_id, str) or not file_id:
+            file_id, reason = "", "Slack did not say which file this is."  # answered, not dropped
         size = item.get("size")
         files.append(
             SlackFile(
-                id=item["id"],
+                id=file_id,
                 name=str(item.get("name") or item.get("title") or ""),
                 mime=str(item.get("mimetype") or ""),
                 size=size if isinstance(size, int) and size >= 0 else None,
-                unavailable=unavailable_reason(item),
+                unavailable=reason,
             )
         )
     return tuple(files)

@@ -3,7 +3,7 @@ and the agent's files uploaded with Slack's file upload v2.
 
 Fetching never trusts the event: the file's id goes to `files.info`, and only the
 `url_private_download` Slack answers there is fetched, with `Authorization: Bearer <bot token>`,
-and only on Slack's file host (`WebApi.file_origin`), streamed and cut off past the limit. A file
+and only on Slack's file host (`WebApi.file_origins`), streamed and cut off past the limit. A file
 Slack hides (past the storage limit), has deleted, or that lives elsewhere is refused with a
 sentence. Uploading (`files.getUploadURLExternal`, the POST, `files.completeUploadExternal` into
 the conversation's thread) runs as one call in the channel's pacer; Slack shows images itself."""

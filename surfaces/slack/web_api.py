@@ -80,19 +80,19 @@ class WebApi:
             return await method(**kwargs)
 
     @property
-    def file_origin(self) -> tuple[str, str]:
-        """(scheme, host) Slack's private file URLs must have: files.slack.com over HTTPS, or the
-        configured API's own origin (GovSlack, a test fake)."""
+    def file_origins(self) -> set[tuple[str, str]]:
+        """(scheme, host) pairs Slack's private file URLs may have: files.slack.com over HTTPS,
+        or for another API base (GovSlack, a test fake) its own host and its `files.` host."""
         if self._api_url == DEFAULT_API_URL:
-            return "https", FILE_HOST
+            return {("https", FILE_HOST)}
         parts = urlsplit(self._api_url)
-        return parts.scheme, parts.netloc
+        return {(parts.scheme, parts.netloc), (parts.scheme, f"files.{parts.netloc}")}
 
     async def download(self, url: str, limit: int) -> bytes:
         """GET a private file URL with the bot token, at most `limit` bytes. Only a URL on Slack's
         file host is fetched, and no redirect is followed (the token would go with it)."""
         parts = urlsplit(url)
-        if (parts.scheme, parts.netloc) != self.file_origin:
+        if (parts.scheme, parts.netloc) not in self.file_origins:
             raise FileRefused("Slack gave a download address that is not its own file host.")
         self.web  # noqa: B018 - makes the session
         assert self._session is not None
