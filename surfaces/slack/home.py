@@ -12,6 +12,7 @@ from surfaces.base import ConversationKey, MenuCommand
 from surfaces.bounded import BoundedMap
 from surfaces.slack.convert import (
     HOME_RECENT,
+    HOME_WORDS,
     RecentConversation,
     home_view,
     stranger_home_view,
@@ -56,7 +57,7 @@ class Home:
         if mine is None:
             mine = BoundedMap(HOME_RECENT)
         self._recent.remember(user, mine)
-        words = " ".join(text.split())
+        words = " ".join(text[: HOME_WORDS * 4].split())[: HOME_WORDS + 1]  # bounded when kept
         mine.remember(key, RecentConversation(key.chat, key.thread, time.time(), words))
 
     def view(self, user: str) -> dict[str, Any]:
