@@ -55,7 +55,8 @@ def file_kind(content_type: str, *, voice: bool) -> str:
 
 def incoming_files(message: discord.Message, trusted: Collection[str]) -> tuple[IncomingFile, ...]:
     """The message's attachments, in the order they were sent, not downloaded yet."""
-    voice_message = message.flags.voice
+    # A voice message is a message of one audio attachment, flagged so.
+    voice_message = message.flags.voice and len(message.attachments) == 1
     files: list[IncomingFile] = []
     for attachment in message.attachments:
         mime = attachment.content_type or ""

@@ -290,6 +290,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     )
 )
 MESSAGE_ROUTES = ("create_message", "edit_message")
+_FILES = web.RequestKey("files", list)  # a multipart call's files, for its handler
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -895,7 +896,7 @@ class FakeDiscord(LoopbackServer):
             return _error(404, 0, "404: Not Found")
         if any(len(file.data) > self.upload_limit for file in call.files):
             return _error(413, 40005, "Request entity too large")
-        request["files"] = call.files
+        request[_FILES] = call.files
         response: web.Response = handler(params, body or {}, request)
         response.headers.update(limit_headers)
         return response
@@ -1052,7 +1053,7 @@ class FakeDiscord(LoopbackServer):
         if channel is None:
             return _error(404, 10003, "Unknown Channel")
         content = str(body.get("content") or "")
-        files = request.get("files") or []
+        files = request.get(_FILES) or []
         if not content.strip() and not body.get("components") and not files:
             return _error(400, 50006, "Cannot send an empty message")
         if len(content) > 2000:
