@@ -24,7 +24,7 @@ from surfaces.base import (
 )
 from surfaces.discord.adapter import DiscordSurface
 from surfaces.discord.agent_menus import agent_commands, discord_name
-from surfaces.discord.files import UPLOAD_LIMIT
+from surfaces.discord.files import CDN_HOSTS, UPLOAD_LIMIT, download
 from surfaces.errors import FileRefused
 from tests.engine_helpers import wait_for
 from tests.fakes.discord_api import FakeDiscord, FakeFile, Guild, User
@@ -256,3 +256,27 @@ async def test_using_an_agent_command_hands_the_bot_its_text_after_deferring() -
         assert texts == ["/plan ship", "//status", "/status"]
         for interaction in (plan, clash, ours):
             assert interaction.callback is not None and interaction.callback["type"] == 5
+
+
+async def test_a_failed_publish_is_logged_not_fatal_and_the_next_change_publishes_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with discord_surface() as bot:
+        bot.fake.post(bot.general, bot.alice, "hello", mention=True)
+        await wait_for(lambda: bot.events, "the thread")
+        key = bot.inbound().key
+        bot.fake.fail_next("guild_commands", status=403)  # e.g. no applications.commands scope
+        await bot.surface.agent_command_menu(key, [MenuCommand("plan", "make a plan")])
+        await wait_for(
+            lambda: "could not show the agent's commands" in caplog.text, "the failure logged"
+        )
+        assert bot.fake.guild_commands == {}
+        await bot.surface.agent_command_menu(key, [MenuCommand("plan", "make a better plan")])
+        await wait_for(lambda: bot.fake.guild_commands, "the next change published")
+        assert bot.surface.is_ready(), "the surface keeps serving"
+
+
+async def test_only_discords_own_file_servers_are_downloaded_from() -> None:
+    with pytest.raises(FileRefused) as refused:
+        await download("http://169.254.169.254/latest", 100, name="x.png", trusted=CDN_HOSTS)
+    assert refused.value.reason == "Discord did not give a download address for x.png."
