@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 from surfaces.base import STATUS_MARK, Choice
@@ -43,3 +44,27 @@ def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
 def declining_choice(choices: Sequence[Choice]) -> Choice | None:
     """The option that says no (the bot styles the reject options "danger"), if there is one."""
     return next((choice for choice in choices if choice.style == "danger"), None)
+
+
+FILE_COMMAND = "/file"
+FILE_USAGE = "Usage: /file PATH [caption] (quote a path that has spaces)."
+
+
+def parse_file_line(line: str) -> tuple[str, str] | None:
+    """`/file PATH [caption]` -> (path, caption); ("", "") when the path is missing or its
+    quotes do not close; None for any other line."""
+    text = line.strip()
+    head, _, rest = text.partition(" ")
+    if head != FILE_COMMAND:
+        return None
+    rest = rest.strip()
+    if rest[:1] in ("'", '"'):
+        lexer = shlex.shlex(rest, posix=True)
+        lexer.whitespace_split = True
+        try:
+            path = next(lexer, "")
+        except ValueError:  # no closing quote
+            return "", ""
+        return path, lexer.instream.read().strip()
+    path, _, caption = rest.partition(" ")
+    return path, caption.strip()
