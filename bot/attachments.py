@@ -40,7 +40,7 @@ from bot.file_types import (
     with_extension,
 )
 from config import Settings
-from surfaces.base import IncomingFile, SurfaceCapabilities
+from surfaces.base import IncomingFile
 from surfaces.errors import FileRefused, SurfaceError
 
 log = logging.getLogger(__name__)
@@ -57,12 +57,11 @@ class FileLimits:
     types: frozenset[str]
 
     @classmethod
-    def of(cls, settings: Settings, capabilities: SurfaceCapabilities) -> FileLimits:
-        """Ours, lowered to what the platform lets a bot download."""
-        platform = capabilities.max_download_bytes
+    def of(cls, settings: Settings, platform_limit: int = 0) -> FileLimits:
+        """Ours, lowered to what the platform lets a bot download (0: no limit of its own)."""
         max_bytes = settings.max_file_bytes
-        if platform > 0:
-            max_bytes = min(max_bytes, platform)
+        if platform_limit > 0:
+            max_bytes = min(max_bytes, platform_limit)
         return cls(max_bytes, settings.max_files, frozenset(settings.file_types))
 
 

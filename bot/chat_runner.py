@@ -328,7 +328,7 @@ class ChatRunner:
 
     async def _take_in(self, batch: list[Inbound]) -> Intake | None:
         """The batch's text and files (`bot.attachments`); each refused file is said here."""
-        limits = FileLimits.of(self.services.settings, self.surface.capabilities)
+        limits = FileLimits.of(self.services.settings, self.surface.capabilities.max_download_bytes)
         intake = await take_in(
             [inbound.text for inbound in batch], [inbound.files for inbound in batch], limits
         )

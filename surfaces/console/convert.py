@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 from surfaces.base import STATUS_MARK, Choice
@@ -59,12 +58,9 @@ def parse_file_line(line: str) -> tuple[str, str] | None:
         return None
     rest = rest.strip()
     if rest[:1] in ("'", '"'):
-        lexer = shlex.shlex(rest, posix=True)
-        lexer.whitespace_split = True
-        try:
-            path = next(lexer, "")
-        except ValueError:  # no closing quote
+        end = rest.find(rest[0], 1)
+        if end < 0:  # the quote does not close
             return "", ""
-        return path, lexer.instream.read().strip()
+        return rest[1:end], rest[end + 1 :].strip()
     path, _, caption = rest.partition(" ")
     return path, caption.strip()
