@@ -163,9 +163,8 @@ async def receive(
 
 
 def _sentence_part(reason: str) -> str:
-    """A platform's reason inside our sentence: lower first letter, no final stop."""
-    reason = " ".join(reason.split()).rstrip(".") or "the platform refused it"
-    return reason[0].lower() + reason[1:] if not reason[:2].isupper() else reason
+    """A platform's reason inside our sentence (its own case: it may start with a name)."""
+    return " ".join(reason.split()).rstrip(".") or "the platform refused it"
 
 
 def neutral_text(files: Sequence[Received]) -> str:

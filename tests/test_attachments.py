@@ -53,7 +53,7 @@ class Upload:
     async def fetch(self, limit: int) -> bytes:
         self.fetched.append(limit)
         if self.honest and len(self.data) > limit:
-            raise FileRefused(f"It is larger than {limit} bytes", limit=limit)
+            raise FileRefused(f"it is larger than {limit} bytes", limit=limit)
         return self.data
 
 
