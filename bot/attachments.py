@@ -193,13 +193,26 @@ def save_in_inbox(workspace: Path, name: str, data: bytes, *, now: float | None 
             candidate = name if number == 0 else f"{stem}-{number}{dot}{extension}"
             target = folder / candidate
             try:
-                os.link(temporary, target)  # fails on an existing name: never overwrites
+                _place(temporary, target)
             except FileExistsError:
                 continue
             return target
         raise OSError(f"too many files named {name} in {folder}")
     finally:
         os.unlink(temporary)
+
+
+def _place(temporary: str, target: Path) -> None:
+    """Give the written file its name, failing on an existing one (never overwriting)."""
+    try:
+        os.link(temporary, target)  # atomic: the name appears with the whole file behind it
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: create exclusively, then copy
+        with open(temporary, "rb") as source:
+            descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(source.read())
 
 
 def build_prompt(

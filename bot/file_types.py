@@ -22,6 +22,8 @@ _WINDOWS_DEVICES = frozenset(
     | {f"LPT{n}" for n in "123456789¹²³"}
 )
 _RE_FORBIDDEN = re.compile(r'[<>:"|?*]')
+# What a platform's unnamed file is called, by its kind (surfaces.base.FILE_KINDS): "photo-<time>".
+_UNNAMED = {"image": "photo", "voice": "voice", "audio": "audio", "video": "video"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +189,9 @@ def safe_name(raw: str, *, fallback: str) -> str:
 
 def default_name(kind: str, now: float | None = None) -> str:
     """What to call a file the platform sent without a name (a photo, a voice note)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return f"{'photo' if kind == 'image' else kind or 'file'}-{stamp}"
+    if kind not in _UNNAMED:
+        return "file"
+    return f"{_UNNAMED[kind]}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"
 
 
 def with_extension(name: str, kind: FileType) -> str:

@@ -390,3 +390,32 @@ def test_session_state_keeps_the_cost() -> None:
         },
     )
     assert state.usage is not None and (state.usage.cost, state.usage.currency) == (3.0, "EUR")
+
+
+async def test_an_unnamed_document_is_called_file_and_a_failed_download_is_said() -> None:
+    from surfaces.errors import SendFailed
+
+    async def broken(limit: int) -> bytes:
+        raise SendFailed("network down", transient=True)
+
+    failing = IncomingFile(name="x.pdf", mime="", size=10, fetch=broken)
+    received, refusals = await receive([Upload(b"%PDF-1.4").file, failing], LIMITS)
+    unnamed = await receive([Upload(b"%PDF-1.4", "").file], LIMITS)
+    assert unnamed[0][0].name == "file.pdf"
+    assert refusals == ["x.pdf was not sent to the agent: it could not be downloaded."]
+    assert [r.name for r in received] == ["x.pdf"]
+
+
+async def test_a_local_file_is_read_no_further_than_the_limit(tmp_path: Path) -> None:
+    from surfaces.local_files import LocalFileMissing, local_file
+
+    (tmp_path / "big.txt").write_text("x" * 5000)
+    received, refusals = await receive(
+        [local_file(str(tmp_path / "big.txt"))], FileLimits(10**6, 3, LIMITS.types)
+    )
+    assert received[0].data == b"x" * 5000 and refusals == []
+    big = local_file(str(tmp_path / "big.txt"))
+    with pytest.raises(FileRefused, match="larger than 100 bytes"):
+        await big.fetch(100)
+    with pytest.raises(LocalFileMissing, match=r"^Cannot attach .*: it is not a regular file\.$"):
+        local_file(str(tmp_path))
