@@ -21,6 +21,7 @@ from acp import (
     AcpModelUnavailable,
     AcpPermissionNeeded,
     AcpRuntime,
+    EventKind,
     PendingPermission,
     RuntimeOpener,
     RuntimePool,
@@ -185,7 +186,13 @@ class _AskOutput:
             sys.stdout.flush()
 
     async def on_event(self, event: AcpEvent) -> None:
-        return None  # only the text is printed
+        # only the text is printed, and a line for each file in the reply (a terminal shows no
+        # images): where a linked one is, or that an inline one was not shown
+        file = event.file
+        if event.kind is EventKind.FILE and file is not None:
+            where = file.uri if file.data is None else f"{len(file.data)} bytes, not shown"
+            lead = "" if not self.text or self.text.endswith("\n") else "\n"
+            self.on_text(f"{lead}[file {file.name}: {where}]\n")
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)

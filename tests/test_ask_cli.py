@@ -502,3 +502,23 @@ def test_ask_file_refuses_a_program_and_a_missing_path_in_one_sentence(
     assert missing.stderr.strip() == "Cannot attach nope.png: no such file or directory."
     nothing = run_cli("ask")
     assert nothing.returncode == 2 and "Nothing to ask" in nothing.stderr
+
+
+def test_files_in_the_agents_reply_are_one_line_each_in_ask(run_cli, fake_agent):
+    def content(block):  # type: ignore[no-untyped-def]
+        return {"update": {"sessionUpdate": "agent_message_chunk", "content": block}}
+
+    prompt = script(
+        {"chunk": "Here you go."},
+        content(
+            {"type": "resource_link", "uri": "file:///ws/out/report.pdf", "name": "report.pdf"}
+        ),
+        content({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
+        content({"type": "image", "data": "%%% not base64", "mimeType": "image/png"}),
+    )
+    result = ask(run_cli, fake_agent, prompt)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "Here you go.\n[file report.pdf: file:///ws/out/report.pdf]\n"
+        "[file image.png: 8 bytes, not shown]\n"
+    )
