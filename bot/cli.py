@@ -294,7 +294,7 @@ async def _chat(settings: Settings) -> int:
     if sys.stdin.isatty():
         _say(
             f"Chatting with the {settings.agent} agent in {settings.workspace}. "
-            "/help lists commands; Ctrl-D quits."
+            "/help lists commands; /file PATH [caption] attaches a file; Ctrl-D quits."
         )
     stop = anyio.Event()
     watch = _AgentStartWatch(stop)
