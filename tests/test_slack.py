@@ -144,6 +144,7 @@ async def slack_bot(
     *agent_options: str,
     fake: dict[str, Any] | None = None,
     surface: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[SlackEnv]:
     slack: dict[str, Any] = {
         "bot_token": BOT_TOKEN,
@@ -152,10 +153,12 @@ async def slack_bot(
     }
     slack.update({"app_token": APP_TOKEN} if mode == "socket" else {})
     slack.update({"signing_secret": SIGNING_SECRET} if mode == "http" else {})
-    settings = engine_settings(tmp_path, fake_agent, *agent_options, slack=slack)
+    app_settings = engine_settings(
+        tmp_path, fake_agent, *agent_options, slack=slack, **(settings or {})
+    )
     async with FakeSlack(**(fake or {})) as api:
         adapter = surface_for(api, mode, **(surface or {}))
-        async with running_app(settings, adapter):  # type: ignore[arg-type]
+        async with running_app(app_settings, adapter):
             poster = None
             if mode == "http":
                 poster = SignedPoster(f"http://127.0.0.1:{adapter.bound_port}/slack/events")

@@ -5,9 +5,11 @@ against the fake Slack, in both Socket Mode and HTTP mode where the path differs
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +27,7 @@ from surfaces.base import (
 from surfaces.errors import FileRefused
 from surfaces.slack.adapter import SlackSurface
 from surfaces.slack.convert import files_of
+from tests.conftest import FakeAgent
 from tests.engine_helpers import wait_for
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -41,6 +44,7 @@ from tests.fakes.slack_api import (
     home_opened,
     mention,
 )
+from tests.test_slack import DMS, SlackEnv, slack_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -349,3 +353,90 @@ def test_a_shared_file_without_an_id_is_kept_to_be_answered_not_dropped() -> Non
         ("x.png", "image", "Slack did not say which file this is.")
     ]
     assert files_of({"files": "not a list"}) == ()
+
+
+# ---- end to end: the real BotApp and the scripted fake agent -------------------------------------
+IMAGES = ("--prompt-capabilities", '{"image": true}')
+ELF = b"\x7fELF\x02\x01\x01" + b"\x00" * 40
+
+
+def prompt_blocks(fake: FakeAgent) -> list[list[dict[str, Any]]]:
+    return [frame["params"]["prompt"] for frame in fake.frames_in("session/prompt")]
+
+
+async def share_in_dm(env: SlackEnv, user: str, text: str, *files: dict[str, Any]) -> None:
+    ts = env.fake.next_ts()
+    await env.deliver(envelope(file_share(DMS[user], user, text, list(files), ts=ts)))
+
+
+async def test_an_image_share_reaches_an_agent_that_takes_images_as_an_image_block(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, mode, *IMAGES) as env:
+        shot = env.fake.add_file("shot.png", "image/png", PNG)
+        await share_in_dm(env, ALICE, "what is this?", shot)
+        said = await env.answered(DMS[ALICE], "", "[received:")
+    (blocks,) = prompt_blocks(fake_agent)
+    assert blocks == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"},
+    ]
+    assert f"[received: image image/png {len(PNG)}B]" in said
+    assert env.fake.downloads == [(shot["id"], BOT_TOKEN)]
+
+
+async def test_an_image_without_words_to_an_agent_without_images_is_saved_and_linked(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await share_in_dm(env, ALICE, "", env.fake.add_file("cat.png", "image/png", PNG))
+        await env.answered(DMS[ALICE], "", "[received:")
+    (blocks,) = prompt_blocks(fake_agent)
+    text, link = blocks
+    assert text["type"] == "text" and text["text"].startswith("I am sending you this file")
+    assert (link["type"], link["name"], link["size"]) == ("resource_link", "cat.png", len(PNG))
+    (saved,) = (tmp_path / ".switchboard" / "inbox").glob("*/cat.png")
+    assert saved.read_bytes() == PNG and link["uri"] == saved.as_uri()
+
+
+async def test_a_document_shared_in_a_channel_thread_reaches_the_agent(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, "socket") as env:
+        notes = env.fake.add_file("notes.md", "text/markdown", b"# Notes\nall fine\n")
+        ts = env.fake.next_ts()
+        event = file_share(
+            CHANNEL, ALICE, f"{BOT} summarise", [notes], ts=ts, channel_type="channel"
+        )
+        await env.deliver(envelope(event))
+        said = await env.answered(CHANNEL, ts, "[received:")
+    assert "resource_link notes.md" in said
+    (blocks,) = prompt_blocks(fake_agent)
+    assert blocks[0] == {"type": "text", "text": "summarise"}
+
+
+async def test_an_oversized_and_a_forbidden_file_are_refused_with_a_sentence(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    async with slack_bot(
+        tmp_path, fake_agent, mode, *IMAGES, settings={"max_file_bytes": 1000}
+    ) as env:
+        big = env.fake.add_file("huge.pdf", "application/pdf", b"%PDF-" + b"0" * 2000)
+        program = env.fake.add_file("totally-a-photo.png", "image/png", ELF)
+        fine = env.fake.add_file("fine.png", "image/png", PNG)
+        await share_in_dm(env, ALICE, "look", big, program, fine)
+        said = await env.answered(DMS[ALICE], "", "[received:")
+    assert "huge.pdf was not sent to the agent: it is 2 KB, over the limit" in said
+    assert "totally-a-photo.png was not sent to the agent: it is a program" in said
+    assert f"[received: image image/png {len(PNG)}B]" in said
+    assert big["id"] not in [file_id for file_id, _ in env.fake.downloads]  # never fetched
+
+
+async def test_a_file_slack_hides_is_answered_with_slacks_reason(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with slack_bot(tmp_path, fake_agent, "socket") as env:
+        hidden = env.fake.add_file("old.pdf", "application/pdf", b"%PDF", mode="hidden_by_limit")
+        await share_in_dm(env, ALICE, "this one", hidden)
+        said = await env.answered(DMS[ALICE], "", "storage limit")
+    assert "old.pdf" in said and "storage limit" in said
