@@ -35,6 +35,7 @@ class Chat:
     alice: User
     bob: User
     mallory: User  # on no list
+    general: str  # a guild channel
     workspace: Path
 
     @property
@@ -78,7 +79,8 @@ async def discord_chat(
         surface = DiscordSurface(settings.discord, min_edit_interval=0.05, guild_ready_timeout=0.05)
         async with running_app(settings, surface) as app:  # type: ignore[arg-type]
             await wait_for(surface.is_ready, "discord.py to connect and load the guild")
-            yield Chat(fake, app, alice, bob, mallory, tmp_path)
+            general = guild.channel("general").id
+            yield Chat(fake, app, alice, bob, mallory, general, tmp_path)
 
 
 def prompt_blocks(fake_agent: FakeAgent) -> list[list[dict[str, Any]]]:
@@ -198,3 +200,38 @@ async def test_an_attachment_without_text_still_reaches_the_agent(
     assert blocks[0] == {"type": "text", "text": "I am sending you this file: diagram.png."}
     assert blocks[1]["type"] == "image"
     assert chat.said().startswith("Echo: I am sending you this file: diagram.png.")
+
+
+async def test_a_voice_message_reaches_an_agent_that_takes_audio_as_an_audio_block(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    ogg = b"OggS" + bytes(range(30))
+    note = FakeFile("voice-message.ogg", ogg, "audio/ogg", voice=True)
+    audio = ("--prompt-capabilities", '{"audio": true}')
+    async with discord_chat(tmp_path, fake_agent, *audio) as chat:
+        chat.fake.dm(chat.alice, "", files=(note,))
+        await wait_for(lambda: "[received:" in chat.said(), "the agent's answer")
+        await wait_for(chat.idle, "the end of the turn")
+    (blocks,) = prompt_blocks(fake_agent)
+    assert blocks[0]["type"] == "text" and blocks[0]["text"].startswith("I am sending you")
+    assert blocks[1] == {
+        "type": "audio",
+        "data": base64.b64encode(ogg).decode(),
+        "mimeType": "audio/ogg",
+    }
+
+
+async def test_an_attachment_alone_in_a_guild_channel_opens_a_thread_and_reaches_the_agent(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with discord_chat(tmp_path, fake_agent) as chat:
+        general = chat.general
+        chat.fake.post(general, chat.bob, "", mention=True, files=(FakeFile("notes.txt", b"hi\n"),))
+        await wait_for(lambda: chat.fake.threads(), "the thread")
+        (thread,) = chat.fake.threads()
+        await wait_for(lambda: "[received:" in chat.said(thread.id), "the answer in the thread")
+        await wait_for(lambda: chat.idle(thread.id), "the end of the turn")
+        assert chat.fake.bot_messages(general) == []
+    (blocks,) = prompt_blocks(fake_agent)
+    assert [b["type"] for b in blocks] == ["text", "resource_link"]
+    assert inbox(tmp_path, "notes.txt").read_bytes() == b"hi\n"
