@@ -261,3 +261,20 @@ async def test_stop_works_on_a_turn_started_by_a_slash_command_whose_reply_is_it
         assert stop_button(chat, thread) is None, "the button went with the final edit"
     assert command.followups and chat.fake.messages[command.followups[0]] is message
     assert len(fake_agent.frames_in("session/cancel")) == 1
+
+
+async def test_a_reply_longer_than_the_setting_allows_arrives_as_reply_md_with_a_summary(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    first = "The short version: it works."
+    body = first + "\n\n" + "\n\n".join(f"Detail {n}: " + "words " * 60 for n in range(30))
+    assert len(body) > 3 * 2000  # more than two Discord messages
+    async with discord_chat(tmp_path, fake_agent, reply_file_after=2) as chat:
+        chat.fake.dm(chat.alice, script({"chunk": body}))
+        await wait_for(lambda: any(m.files for m in chat.fake.bot_messages(chat.dm)), "the file")
+        await wait_for(chat.idle, "the end of the turn")
+        (upload,) = [f for m in chat.fake.bot_messages(chat.dm) for f in m.files]
+        shown = [text for text in chat.shown() if text]
+    assert (upload.filename, upload.data.decode()) == ("reply.md", body)
+    assert f"{first}\n\n(Full reply attached: reply.md)" in shown
+    assert not any("Detail 29" in text for text in shown), "the long text itself is not posted"
