@@ -278,3 +278,23 @@ async def test_a_reply_longer_than_the_setting_allows_arrives_as_reply_md_with_a
     assert (upload.filename, upload.data.decode()) == ("reply.md", body)
     assert f"{first}\n\n(Full reply attached: reply.md)" in shown
     assert not any("Detail 29" in text for text in shown), "the long text itself is not posted"
+
+
+async def test_a_live_reply_over_two_messages_carries_one_stop_button_on_the_newest(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    long = "\n\n".join(f"Paragraph {n}: " + "text " * 40 for n in range(15))  # > 2000 chars
+    async with discord_chat(tmp_path, fake_agent) as chat:
+        chat.fake.dm(chat.alice, script({"chunk": long}, {"hang": True}))
+        await wait_for(lambda: len(chat.shown()) >= 2, "the reply's second message")
+        await wait_for(lambda: stop_button(chat, chat.dm), "the Stop button")
+        messages = chat.fake.bot_messages(chat.dm)
+        carrying = [m for m in messages if m.buttons()]
+        assert [m.id for m in carrying] == [messages[-1].id]
+        found = stop_button(chat, chat.dm)
+        assert found is not None
+        message, token = found
+        chat.fake.press(chat.alice, message.id, token)
+        await wait_for(lambda: "The turn was stopped." in chat.said(), "the stop")
+        await wait_for(chat.idle, "the end of the turn")
+        assert all(not m.buttons() for m in chat.fake.bot_messages(chat.dm))
