@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
+from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
@@ -57,8 +57,10 @@ RELEASE_AFTER = 2.0
 # is kept; past this, the oldest show what a restarted bot shows until their next turn.
 MEMO_LIMIT = 10_000
 
-# What a released conversation's runner knew from the agent: its commands and context usage.
-_Memo = tuple[tuple[str, ...], UsageInfo | None]
+# What a released conversation's runner knew from the agent: its commands and context usage, and
+# what it had shown of them (the native menu, the context threshold last told), so a rebuilt
+# runner neither repeats a menu update nor a /compact hint.
+_Memo = tuple[tuple[str, ...], UsageInfo | None, tuple[AgentCommand, ...], int]
 
 
 class BotApp:
@@ -139,7 +141,7 @@ class BotApp:
             runner = self.runners[key] = ChatRunner(self, surface, key)
             memo = self._memos.pop(key, None)
             if memo is not None:
-                runner.agent_commands, runner.usage = memo
+                runner.agent_commands, runner.usage, runner.menu_shown, runner.compact_told = memo
         return runner
 
     def release_idle(self, now: float) -> None:
@@ -153,8 +155,13 @@ class BotApp:
         for key in idle:
             runner = self.runners.pop(key)
             runner.release()
-            if runner.agent_commands or runner.usage is not None:
-                self._memos[key] = (runner.agent_commands, runner.usage)
+            if runner.agent_commands or runner.usage is not None or runner.menu_shown:
+                self._memos[key] = (
+                    runner.agent_commands,
+                    runner.usage,
+                    runner.menu_shown,
+                    runner.compact_told,
+                )
                 if len(self._memos) > MEMO_LIMIT:
                     self._memos.popitem(last=False)
 

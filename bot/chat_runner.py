@@ -176,8 +176,8 @@ class ChatRunner:
         self.idle_since = time.monotonic()  # when the last turn or command here ended
         self.stop_token = ""  # the running turn's Stop button, where the surface shows one
         self.tick_interval = PROGRESS_TICK  # how often a quiet turn refreshes its elapsed time
-        self._compact_level = 0  # the context threshold last suggested /compact for
-        self._menu_shown: tuple[AgentCommand, ...] = ()  # the agent menu the surface shows
+        self.compact_told = 0  # the context threshold last suggested /compact for
+        self.menu_shown: tuple[AgentCommand, ...] = ()  # the agent menu the surface shows
         self._menu_wanted: tuple[AgentCommand, ...] = ()
         self._menu_syncing = False
 
@@ -376,10 +376,10 @@ class ChatRunner:
         percent = context_percent(usage)
         level = compact_level(percent)
         hint = ""
-        if level > self._compact_level:
+        if level > self.compact_told:
             hint = compact_hint(level, self.surface.capabilities.command_prefixes[0])
         if percent is not None:  # unknown context use leaves what was said in force
-            self._compact_level = level
+            self.compact_told = level
         lines = [
             output.progress.tool_summary() if settings.tool_summary else "",
             usage_footer(usage) or _tokens_line(stats),
@@ -429,13 +429,13 @@ class ChatRunner:
         if not self.surface.capabilities.agent_menus or session is None:
             return
         self._menu_wanted = session.state.commands
-        if self._menu_wanted != self._menu_shown and not self._menu_syncing:
+        if self._menu_wanted != self.menu_shown and not self._menu_syncing:
             self._menu_syncing = True
             self.services.spawn(self._sync_menu)
 
     async def _sync_menu(self) -> None:
         try:
-            while self._menu_wanted != self._menu_shown:
+            while self._menu_wanted != self.menu_shown:
                 wanted = self._menu_wanted
                 menu = [
                     MenuCommand(
@@ -451,7 +451,7 @@ class ChatRunner:
                 except Exception as exc:  # the menu is a convenience; /help lists them too
                     log.warning("could not update %s's agent command menu: %r", self.key, exc)
                     return
-                self._menu_shown = wanted
+                self.menu_shown = wanted
         finally:
             self._menu_syncing = False
 

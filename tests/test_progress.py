@@ -6,6 +6,7 @@ own menu."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,20 @@ async def test_no_menu_calls_where_the_surface_has_no_agent_menus(
         steps = script(commands_update("review"), {"chunk": "ok"})
         await finished(surface.post(surface.message("alice", steps)))
     assert surface.calls and not surface.ops("agent_menu")
+
+
+async def test_a_released_conversation_repeats_neither_its_menu_nor_its_compact_hint(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface(agent_menus=True)
+    async with running_app(engine_settings(tmp_path, fake_agent), surface) as app:
+        for _ in range(2):
+            steps = script(commands_update("review"), usage(85), {"chunk": "ok"})
+            await finished(surface.post(surface.message("alice", steps)))
+            await wait_for(lambda: surface.ops("agent_menu"), "the menu")
+            await wait_for(lambda: not app.runners[CHAT].running, "the turn's end")
+            app.release_idle(time.monotonic() + 60)
+            assert CHAT not in app.runners
+    assert len(surface.ops("agent_menu")) == 1
+    finals = [text for text in surface.shown().values() if text.startswith("ok")]
+    assert [("/compact" in text) for text in finals] == [True, False]
