@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import bot.progress
-from acp import AcpEvent, EventKind, PlanEntry, ToolCall, UsageInfo
+from acp import AcpEvent, EventKind, PlanEntry, TerminalActivity, ToolCall, UsageInfo
 from acp._dispatch import parse_update
 from bot.notices import usage_footer
 from bot.progress import TurnProgress
@@ -302,3 +303,40 @@ async def test_a_released_conversation_repeats_neither_its_menu_nor_its_compact_
     assert len(surface.ops("agent_menu")) == 1
     finals = [text for text in surface.shown().values() if text.startswith("ok")]
     assert [("/compact" in text) for text in finals] == [True, False]
+
+
+def test_the_block_shows_the_plan_the_running_command_and_a_retry() -> None:
+    progress = TurnProgress()
+    assert progress.block(0.0) is None  # nothing to show yet
+    plan = (
+        PlanEntry("Read", "completed"),
+        PlanEntry("Fix", "in_progress"),
+        PlanEntry("Test", "pending"),
+    )
+    progress.on_event(AcpEvent(EventKind.PLAN, plan=plan))
+    terminal = TerminalActivity("s", "t", "pytest -q", "3 passed", exited=False)
+    progress.on_event(AcpEvent(EventKind.TERMINAL_ACTIVITY, terminal=terminal))
+    progress.retrying()
+    assert progress.block(3.0) == (
+        "working\nPlan (1/3):\n✓ Read\n▸ Fix\n○ Test\n"
+        "running: pytest -q — 3 passed\na temporary error; retrying"
+    )
+    progress.on_event(AcpEvent(EventKind.PLAN, plan=plan[:1]))  # an update replaces the plan
+    progress.on_event(
+        AcpEvent(EventKind.TERMINAL_ACTIVITY, terminal=replace(terminal, exited=True))
+    )
+    progress.on_event(AcpEvent(EventKind.TOOL_CALL, tool=ToolCall("c1", "Edit", "edit")))
+    assert progress.block(3.0) == "working\nPlan (1/1):\n✓ Read\n▸ Edit"
+
+
+async def test_a_stopped_turn_keeps_its_notice_above_the_tools_line(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface()
+    steps = script({"chunk": "Reading."}, tool("t1", "Read", "read", path="a.py"), {"hang": True})
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", steps))
+        await wait_for(lambda: any("▸ Read (a.py)" in t for t in live_texts(surface)), "the call")
+        await finished(surface.post(surface.message("alice", "/stop")), turn)
+    final = [text for text in surface.shown().values() if text.startswith("Reading.")][-1]
+    assert final == "Reading.\n\nThe turn was stopped.\n\nTools: 1 read"
