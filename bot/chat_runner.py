@@ -312,7 +312,6 @@ class ChatRunner:
             output = _ChatOutput(self, reply, requester)
             self._live_extras(output)
             notice = ""
-            stats: AcpPromptStats | None = None
             try:
                 try:
                     stats = await self._run(text, output)
@@ -345,7 +344,7 @@ class ChatRunner:
             final = join_paragraphs(
                 join_paragraphs(output.text, notice)
                 or "The agent finished without writing a reply.",
-                self._turn_footer(output, stats),
+                self._turn_footer(output),
             )
             final, whole = self._as_file(final)
             await services.finish_reply(reply, self.key, final, turn_id=turn_id)
@@ -368,9 +367,11 @@ class ChatRunner:
         output.stop_ticking()
         self.stop_token = ""  # a press from now on finds the turn over
 
-    def _turn_footer(self, output: _ChatOutput, stats: AcpPromptStats | None) -> str:
+    def _turn_footer(self, output: _ChatOutput) -> str:
         """The lines under the answer: a /compact suggestion when the context crossed 80% or 90%
-        (once per crossing), then the tools used and the context and cost, one line each."""
+        (once per crossing), then the tools used and the context and cost, one line each. (The
+        prompt result's `usage` counts the turn's tokens but not the window they fill, so the
+        context share comes from the session's `usage_update`s.)"""
         settings = self.services.settings
         usage = self.usage
         percent = context_percent(usage)
@@ -382,7 +383,7 @@ class ChatRunner:
             self.compact_told = level
         lines = [
             output.progress.tool_summary() if settings.tool_summary else "",
-            usage_footer(usage) or _tokens_line(stats),
+            usage_footer(usage),
         ]
         return join_paragraphs(hint, "\n".join(line for line in lines if line))
 
@@ -512,12 +513,3 @@ class ChatRunner:
         still delivers its partial output."""
         if self._turn_scope is not None:
             self._turn_scope.cancel()
-
-
-def _tokens_line(stats: AcpPromptStats | None) -> str:
-    """The prompt result's token count, when the agent reported no context use to set it in."""
-    usage = stats.usage if stats is not None else None
-    total = usage.get("totalTokens") if usage is not None else None
-    if type(total) is not int or total < 0:
-        return ""
-    return f"Tokens {total:,}"
