@@ -119,6 +119,10 @@ async def _plan(file: AgentFile, limit: int, workspace: Path) -> _Plan:
     if parts.scheme != "file":
         return _Plan(note=f"File from the agent: {_label(file)}")
     path = unquote(parts.path)
+    if parts.netloc not in ("", "localhost"):
+        return _Plan(note=f"File from the agent, not on this machine (not sent): {_label(file)}")
+    if not path or "\x00" in path:
+        return _Plan(note=f"File from the agent, with an unusable path (not sent): {_label(file)}")
     found = await anyio.to_thread.run_sync(_read_inside, workspace, path, limit)
     if isinstance(found, str):
         return _Plan(note=found)

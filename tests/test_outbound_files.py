@@ -99,6 +99,8 @@ async def test_a_linked_workspace_file_is_uploaded_and_anything_else_only_named(
         AgentFile("big.log", uri=(workspace / "big.log").as_uri()),
         AgentFile("page", uri="https://example.com/page"),
         AgentFile("dir", uri=(workspace / "out").as_uri()),
+        AgentFile("nul", uri="file:///etc%00/passwd"),
+        AgentFile("remote", uri="file://fileserver/share/x.txt"),
     ]
     notes = await deliver_files(surface, CHAT, files, workspace)
     (sent,) = surface.files()
@@ -109,6 +111,8 @@ async def test_a_linked_workspace_file_is_uploaded_and_anything_else_only_named(
         f"File from the agent (too big to upload here): {workspace / 'big.log'}",
         "Link from the agent: https://example.com/page",
         f"File from the agent, not a regular file (not sent): {workspace / 'out'}",
+        "File from the agent, with an unusable path (not sent): file:///etc%00/passwd",
+        "File from the agent, not on this machine (not sent): file://fileserver/share/x.txt",
     ]
 
 
