@@ -2,12 +2,13 @@
 line each saying where the file is.
 
 What the agent hands over (`AgentFile`) is hostile: its name may carry directories or control
-characters, its `file://` link may point anywhere (a symlink included), its bytes may be huge. So:
-bytes are uploaded only within `capabilities.max_upload_bytes`; a `file://` link is read only
-when its real path is a regular file inside the conversation's workspace and within the limit;
-an http(s) link is never fetched, only named; bytes that cannot be uploaded are saved under the
-workspace's `.switchboard/outbox/<date>/` so the note has a path. A failed upload is a line too:
-the turn has already answered."""
+characters (names go through `bot.file_types.safe_name`), its `file://` link may point anywhere
+(a symlink included), its bytes may be huge. So: bytes are uploaded only within
+`capabilities.max_upload_bytes`; a `file://` link is read only when its real path is a regular
+file inside the conversation's workspace and within the limit; an http(s) link is never fetched,
+only named; bytes that cannot be uploaded are saved under the workspace's
+`.switchboard/outbox/<date>/` so the note has a path. A failed upload is a line too: the turn
+has already answered."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import datetime
 import logging
 import mimetypes
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,41 +24,23 @@ from urllib.parse import unquote, urlsplit
 import anyio
 
 from acp import AgentFile
+from bot.file_types import safe_name
 from surfaces.base import ConversationKey, OutgoingFile, Surface
 from surfaces.errors import SurfaceError
 from surfaces.text import ellipsize
 
-__all__ = ["FILES_PER_TURN", "OUTBOX", "deliver_files", "reply_as_file", "safe_name"]
+__all__ = ["FILES_PER_TURN", "OUTBOX", "deliver_files", "reply_as_file"]
 
 log = logging.getLogger(__name__)
 
 OUTBOX = Path(".switchboard") / "outbox"
 FILES_PER_TURN = 10  # more than this in one reply are named in one line, not delivered
-NAME_LIMIT = 80
-_UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
-# Names Windows reserves, which a person may well open the workspace on.
-_DEVICES = frozenset(
-    {"con", "prn", "aux", "nul"}
-    | {f"com{n}" for n in range(1, 10)}
-    | {f"lpt{n}" for n in range(1, 10)}
-)
 
 
-def safe_name(name: str, mime: str = "") -> str:
-    """A plain file name: no directories, no leading dot, no device name, bounded; "file" plus
-    an extension from `mime` when nothing usable is left."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip(" ._")
-    stem = base.split(".", 1)[0].lower()
-    if not base or stem in _DEVICES:
-        base = "file" + (mimetypes.guess_extension(mime or "") or "")
-    if len(base) > NAME_LIMIT:
-        root, dot, ext = base.rpartition(".")
-        if dot and 0 < len(ext) < 10:
-            base = root[: NAME_LIMIT - len(ext) - 1] + "." + ext
-        else:
-            base = base[:NAME_LIMIT]
-    return base
+def _file_name(name: str, mime: str) -> str:
+    """A safe name for the agent's file; "file" with the extension its type implies when the
+    agent gave none that is usable."""
+    return safe_name(name, fallback="file" + (mimetypes.guess_extension(mime or "") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +89,7 @@ def _reason(exc: SurfaceError) -> str:
 async def _plan(file: AgentFile, limit: int, workspace: Path) -> _Plan:
     mime = file.mime or "application/octet-stream"
     if file.data is not None:
-        name = safe_name(file.name, file.mime)
+        name = _file_name(file.name, file.mime)
         if len(file.data) <= limit:
             return _Plan(upload=OutgoingFile(name, file.data, mime))
         saved = await anyio.to_thread.run_sync(_save, workspace, name, file.data)
@@ -126,7 +108,7 @@ async def _plan(file: AgentFile, limit: int, workspace: Path) -> _Plan:
     found = await anyio.to_thread.run_sync(_read_inside, workspace, path, limit)
     if isinstance(found, str):
         return _Plan(note=found)
-    name = safe_name(file.name or Path(path).name, file.mime)
+    name = _file_name(file.name or Path(path).name, file.mime)
     guessed = file.mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
     return _Plan(upload=OutgoingFile(name, found, guessed))
 

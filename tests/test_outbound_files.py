@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from acp import AgentFile
-from acp._dispatch import parse_update
-from bot.outbound_files import deliver_files, safe_name
+from bot.outbound_files import deliver_files
 from surfaces.errors import SendFailed
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import CHAT, ScriptedSurface, engine_settings, finished, running_app
@@ -31,18 +30,6 @@ def _image_chunk(data: bytes) -> dict:
 def _link_chunk(uri: str, name: str) -> dict:
     content = {"type": "resource_link", "uri": uri, "name": name}
     return {"update": {"sessionUpdate": "agent_message_chunk", "content": content}}
-
-
-def _parses_files() -> bool:
-    event = parse_update(_image_chunk(PNG)["update"])
-    return event is not None and event.file is not None
-
-
-# The agent's content blocks become AgentFile events in acp (part A of issue 13); until that
-# lands the engine sees no files, and the end-to-end tests wait for it.
-needs_file_parsing = pytest.mark.skipif(
-    not _parses_files(), reason="acp does not parse the agent's files yet (issue 13 part A)"
-)
 
 
 def _surface(limit: int = 1000) -> ScriptedSurface:
@@ -124,17 +111,7 @@ async def test_a_failed_upload_is_one_line(tmp_path: Path) -> None:
     assert notes == ["Could not upload a.bin: file type refused."]
 
 
-def test_names_are_made_safe() -> None:
-    assert safe_name("../../x/.hidden") == "hidden"
-    assert safe_name("CON.txt") == "file"
-    assert safe_name("nul", "image/png") == "file.png"
-    assert safe_name("a\x00b\nc.md") == "a_b_c.md"
-    long = safe_name("n" * 300 + ".md")
-    assert len(long) <= 80 and long.endswith(".md")
-
-
 # ---- end to end --------------------------------------------------------------------------------
-@needs_file_parsing
 @pytest.mark.anyio
 async def test_the_agents_image_and_workspace_file_arrive_after_the_reply(
     tmp_path: Path, fake_agent: FakeAgent

@@ -15,7 +15,6 @@ import pytest
 
 import bot.progress
 from acp import AcpEvent, EventKind, PlanEntry, TerminalActivity, ToolCall, UsageInfo
-from acp._dispatch import parse_update
 from bot.notices import usage_footer
 from bot.progress import TurnProgress
 from surfaces.base import STATUS_MARK, MenuCommand
@@ -39,18 +38,6 @@ PLAN = {
         {"content": "Run the tests", "status": "pending", "priority": "medium"},
     ],
 }
-
-
-def _parses_plans() -> bool:
-    event = parse_update(PLAN)
-    return event is not None and len(event.plan) == 3
-
-
-# The plan's entries are read in acp (part A of issue 13); until that lands, the engine has no
-# plan to show, and the end-to-end plan test waits for it.
-needs_plan_parsing = pytest.mark.skipif(
-    not _parses_plans(), reason="acp does not parse plan entries yet (issue 13 part A)"
-)
 
 
 def tool(call_id: str, title: str, kind: str, status: str = "in_progress", **raw: str) -> dict:
@@ -130,7 +117,6 @@ async def test_only_the_last_tool_calls_are_listed_with_a_count_of_the_earlier(
     ]
 
 
-@needs_plan_parsing
 async def test_the_plan_shows_as_a_checklist_in_the_live_message(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
