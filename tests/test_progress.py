@@ -326,3 +326,17 @@ async def test_a_stopped_turn_keeps_its_notice_above_the_tools_line(
         await finished(surface.post(surface.message("alice", "/stop")), turn)
     final = [text for text in surface.shown().values() if text.startswith("Reading.")][-1]
     assert final == "Reading.\n\nThe turn was stopped.\n\nTools: 1 read"
+
+
+async def test_the_footer_carries_the_sessions_cost(tmp_path: Path, fake_agent: FakeAgent) -> None:
+    surface = ScriptedSurface()
+    update = {
+        "sessionUpdate": "usage_update",
+        "used": 42_000,
+        "size": 100_000,
+        "cost": {"amount": 0.183, "currency": "USD"},
+    }
+    steps = script({"chunk": "ok"}, tool("t1", "Read", "read"), done("t1"), {"update": update})
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", steps)))
+    assert final_text(surface) == "ok\n\nTools: 1 read\nContext 42% · $0.18"
