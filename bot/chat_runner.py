@@ -413,7 +413,9 @@ class ChatRunner:
                 await self.surface.send_file(self.key, whole)
             except SurfaceError as exc:
                 log.warning("%s: the reply as a file was refused: %s", self.key, exc)
-                await self.say(output.text)  # the summary alone would lose the answer
+                # the summary alone would lose the answer
+                said = "The full reply could not be attached; here it is as text."
+                await self.say(join_paragraphs(said, whole.data.decode()))
         if output.files:
             try:
                 workspace = self.services.spec.workspace

@@ -167,3 +167,20 @@ async def test_a_long_reply_stays_text_where_the_setting_is_off_or_no_uploads(
             await finished(surface.post(surface.message("alice", script({"chunk": body}))))
         assert not surface.files()
         assert "Detail 9" in surface.transcript()
+
+
+@pytest.mark.anyio
+async def test_a_refused_reply_file_is_sent_as_text_after_all(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface(max_chars=200, max_upload_bytes=100_000)
+    surface.fail_next(SendFailed("uploads are off here", transient=False), on="send_file")
+    settings = engine_settings(tmp_path, fake_agent, reply_file_after=2)
+    body = "\n\n".join(f"Detail {n}: " + "words " * 20 for n in range(10))
+    async with running_app(settings, surface):
+        await finished(surface.post(surface.message("alice", script({"chunk": body}))))
+    assert not surface.files()
+    shown = surface.transcript()
+    assert "(Full reply attached: reply.md)" in shown
+    assert "The full reply could not be attached; here it is as text." in shown
+    assert all(f"Detail {n}:" in shown for n in range(10))
