@@ -6,7 +6,6 @@ fake Discord and the scripted fake agent."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,7 @@ from tests.engine_helpers import wait_for
 from tests.fakes.discord_api import Message
 from tests.test_discord_e2e_files import PNG, Chat, discord_chat
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.usefixtures("clean_env"),
-    # The engine's progress, Stop, files out and menus (issue 13 part B) land on main apart
-    # from this file; until then there is nothing to test end to end.
-    pytest.mark.skipif(
-        importlib.util.find_spec("bot.progress") is None, reason="issue 13 part B not merged"
-    ),
-]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 HANGING = script({"chunk": "working on it"}, {"hang": True})
 
