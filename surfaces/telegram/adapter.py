@@ -43,7 +43,7 @@ from surfaces.base import (
     count_utf16,
 )
 from surfaces.bounded import BoundedMap
-from surfaces.errors import MessageGone, SendFailed, SurfaceError
+from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.lanes import Lanes
 from surfaces.pacing import GroupWindow, Pacing
 from surfaces.startup import retry_start_up
@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 
 MAX_CHARS = 4096  # UTF-16 code units, after entity parsing
 ALIASES = 1000  # long choice tokens remembered by their short callback_data
+MAX_MENU_TRIES = 5  # setMyCommands calls for the bot-wide menu, 429s waited out between
 NOTICE_CHARS = 200  # Telegram's limit for the text of a callback query's answer
 
 # PTB's Application is generic in six context types this adapter never customises.
@@ -146,6 +147,7 @@ class TelegramSurface:
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._aliases: BoundedMap[str, str] = BoundedMap(ALIASES)  # callback_data -> token
+        self._alias_of: BoundedMap[str, str] = BoundedMap(ALIASES)  # token -> callback_data
         self._alias_counter = itertools.count(1)
         self._ready = False
         self._connect_lock = anyio.Lock()
@@ -188,16 +190,22 @@ class TelegramSurface:
         return None
 
     async def _register_commands(self) -> None:
-        if not self._menu:
-            return
-        try:
-            await BOT_API.call(
-                (await self._bot()).set_my_commands(
-                    [BotCommand(name, description) for name, description in self._menu]
+        """The bot-wide menu; a 429 is waited out (a few times), anything else logged."""
+        for _ in range(MAX_MENU_TRIES):
+            if not self._menu:
+                return
+            try:
+                await BOT_API.call(
+                    (await self._bot()).set_my_commands(
+                        [BotCommand(name, description) for name, description in self._menu]
+                    )
                 )
-            )
-        except SurfaceError as exc:
-            log.warning("telegram: could not register the command menu: %s", exc)
+                return
+            except RateLimited as exc:
+                await anyio.sleep(exc.retry_after)
+            except SurfaceError as exc:
+                log.warning("telegram: could not register the command menu: %s", exc)
+                return
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def run(
@@ -471,6 +479,9 @@ class TelegramSurface:
         """The token itself when it fits Telegram's 64 bytes, else a short alias of it."""
         if fits_callback_data(token):
             return token
-        alias = f"~{next(self._alias_counter)}"
-        self._aliases.remember(alias, token)
+        alias = self._alias_of.get(token)
+        if alias is None or self._aliases.get(alias) != token:  # a live message's Stop button
+            alias = f"~{next(self._alias_counter)}"  # keeps its alias through every edit
+            self._aliases.remember(alias, token)
+            self._alias_of.remember(token, alias)
         return alias

@@ -72,7 +72,7 @@ def _bad_request(exc: BadRequest) -> SurfaceError:
         return MessageGone(text)
     if "file is too big" in lowered:
         return FileRefused(TOO_BIG_TO_DOWNLOAD)
-    if lowered.startswith("bad request: photo_") or "image_process_failed" in lowered:
+    if lowered.removeprefix("bad request: ").startswith("photo_") or "image_process" in lowered:
         return PhotoRefused(text, transient=False)
     return Rejected(f"Telegram refused the request: {text}", transient=False)
 

@@ -54,6 +54,10 @@ def caption_text(caption: str) -> str | None:
     return caption + "…"
 
 
+def _new_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=False)
+
+
 def _megabytes(size: int) -> str:
     return f"{size / (1024 * 1024):.3g} MB"
 
@@ -65,8 +69,10 @@ class FileTransfers:
         self._bot = bot
         self._messages = messages
         self._client: httpx.AsyncClient | None = None
+        self._closed = False
 
     async def close(self) -> None:
+        self._closed = True
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -107,11 +113,17 @@ class FileTransfers:
             raise FileRefused(f"The file is larger than {_megabytes(limit)}.", limit=limit)
 
     async def _read(self, url: str, limit: int) -> bytes:
+        if self._closed:  # after close (a late turn): a connection of its own, closed after
+            async with _new_client() as client:
+                return await self._stream(client, url, limit)
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=False)
+            self._client = _new_client()
+        return await self._stream(self._client, url, limit)
+
+    async def _stream(self, client: httpx.AsyncClient, url: str, limit: int) -> bytes:
         data = bytearray()
         try:
-            async with self._client.stream("GET", url) as response:
+            async with client.stream("GET", url) as response:
                 if response.status_code != 200:
                     log.info("telegram: a file download answered HTTP %s", response.status_code)
                     raise FileRefused(

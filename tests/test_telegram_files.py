@@ -1,0 +1,436 @@
+"""Issue 13 on Telegram: files in and out, buttons on messages, the agent's commands in each
+chat's menu. The real python-telegram-bot, through our adapter, against the fake Bot API
+(tests/fakes/telegram_api.py); the adapter runs alone here, handing what people do to a list."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from bot.commands import command_menu
+from config.settings import TelegramSettings
+from surfaces.base import (
+    Choice,
+    ChoiceAnswer,
+    ConversationKey,
+    Inbound,
+    MenuCommand,
+    MessageRef,
+    OutgoingFile,
+)
+from surfaces.errors import FileRefused, RateLimited
+from surfaces.telegram.adapter import TelegramSurface
+from surfaces.telegram.convert import agent_menu
+from surfaces.telegram.errors import BOT_API
+from surfaces.telegram.files import caption_text
+from tests.engine_helpers import wait_for
+from tests.fakes.telegram_api import BOT_USERNAME, FakeBotApi, People, utf16_len
+
+pytestmark = pytest.mark.anyio
+
+GROUP = -1001234567890  # allowlisted, a forum
+PEOPLE = People()
+ALICE, BOB = PEOPLE.alice, PEOPLE.bob
+FAST: dict[str, Any] = {
+    "min_edit_interval": 0.01,
+    "group_preview_interval": 0.05,
+    "poll_timeout": 2.0,
+    "shutdown_timeout": 3.0,
+    "album_quiet": 0.3,
+    "album_limit": 2.0,
+}
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+JPEG = b"\xff\xd8\xff\xe0" + b"\1" * 2000
+MB = 1024 * 1024
+ALICE_DM = ConversationKey("telegram", str(ALICE.id))
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi() as fake:
+        fake.add_group(GROUP, "Team", forum=True)
+        fake.private_chat(ALICE)
+        fake.private_chat(BOB)
+        yield fake
+
+
+class Received:
+    """What the adapter handed to the bot."""
+
+    def __init__(self) -> None:
+        self.events: list[Inbound | ChoiceAnswer] = []
+
+    async def __call__(self, event: Inbound | ChoiceAnswer) -> None:
+        self.events.append(event)
+
+    @property
+    def messages(self) -> list[Inbound]:
+        return [event for event in self.events if isinstance(event, Inbound)]
+
+    async def one(self, count: int = 1) -> list[Inbound]:
+        await wait_for(lambda: len(self.messages) >= count, f"{count} message(s) to arrive")
+        return self.messages
+
+
+@asynccontextmanager
+async def receiving(
+    api: FakeBotApi, **options: Any
+) -> AsyncIterator[tuple[TelegramSurface, Received]]:
+    settings = TelegramSettings(
+        token=api.token,
+        api_url=api.url,
+        allowed_users=[str(ALICE.id), str(BOB.id)],
+        allowed_chats=[str(GROUP)],
+    )
+    surface = TelegramSurface(settings, **(FAST | options))
+    surface.command_menu(command_menu())
+    received = Received()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(surface.run, received)
+            yield surface, received
+            tg.cancel_scope.cancel()
+    finally:
+        await surface.close()
+
+
+# ---- files in ----------------------------------------------------------------------------------
+async def test_a_photo_without_a_caption_reaches_the_bot_as_its_largest_size(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (_, received):
+        api.post_photo(ALICE.id, ALICE, JPEG)
+        (message,) = await received.one()
+        assert message.text == ""
+        (photo,) = message.files
+        assert (photo.kind, photo.mime, photo.size, photo.name) == ("image", "image/jpeg", 2004, "")
+        assert await photo.fetch(10 * MB) == JPEG  # the full size, not the thumbnail
+        (get_file,) = api.calls_to("getFile")
+        assert api.files[get_file.params["file_id"]].data == JPEG
+        assert len(api.downloads) == 1
+
+
+async def test_a_caption_is_the_text_and_in_a_group_its_mention_addresses_the_bot(
+    api: FakeBotApi,
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    async with receiving(api) as (_, received):
+        api.post_photo(GROUP, BOB, JPEG, thread=topic)  # not for the bot: people share photos
+        api.post_photo(GROUP, ALICE, PNG, f"@{BOT_USERNAME} what is this?", thread=topic)
+        api.post_photo(ALICE.id, ALICE, JPEG, "and in a DM")
+        messages = await received.one(2)
+        await anyio.sleep(0.2)
+    assert [(m.key.chat, m.key.thread, m.text) for m in received.messages] == [
+        (str(GROUP), str(topic), "what is this?"),
+        (str(ALICE.id), "", "and in a DM"),
+    ]
+    assert all(len(message.files) == 1 for message in messages)
+
+
+async def test_documents_voice_notes_audio_and_video_carry_their_names_types_and_sizes(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (_, received):
+        api.post_document(ALICE.id, ALICE, b"%PDF-1.7 ...", "report.pdf", "application/pdf", "see")
+        api.post_voice(ALICE.id, ALICE, b"OggS voice")
+        audio = api.store_file(
+            b"ID3 song", file_name="song.mp3", mime_type="audio/mpeg", duration=1
+        )
+        api.post_media(ALICE.id, ALICE, {"audio": audio})
+        video = api.store_file(
+            b"\0\0\0\x18ftypmp42",
+            file_name="clip.mp4",
+            mime_type="video/mp4",
+            width=64,
+            height=64,
+            duration=1,
+        )
+        api.post_media(ALICE.id, ALICE, {"video": video})
+        api.post_media(
+            ALICE.id, ALICE, {"video_note": api.store_file(b"note", length=240, duration=1)}
+        )
+        messages = await received.one(5)
+        files = [message.files[0] for message in messages]
+        assert await files[1].fetch(100) == b"OggS voice"
+    assert [(f.kind, f.name, f.mime, f.size) for f in files] == [
+        ("document", "report.pdf", "application/pdf", 12),
+        ("voice", "", "audio/ogg", 10),
+        ("audio", "song.mp3", "audio/mpeg", 8),
+        ("video", "clip.mp4", "video/mp4", 12),
+        ("video", "", "", 4),
+    ]
+    assert messages[0].text == "see"
+
+
+async def test_a_download_never_runs_past_the_limit_asked_for(api: FakeBotApi) -> None:
+    async with receiving(api) as (_, received):
+        api.post_document(ALICE.id, ALICE, b"x" * 5000, "a.txt", "text/plain")
+        api.post_document(ALICE.id, ALICE, b"y" * 5000, "b.txt", "text/plain", claimed_size=None)
+        claimed, unclaimed = [message.files[0] for message in await received.one(2)]
+        with pytest.raises(FileRefused) as refused:
+            await claimed.fetch(1000)
+        assert refused.value.limit == 1000
+        assert api.calls_to("getFile") == []  # refused from the size Telegram gave
+        with pytest.raises(FileRefused) as cut:
+            await unclaimed.fetch(1000)  # no size known: the stream is cut past the limit
+        assert cut.value.limit == 1000
+        assert cut.value.reason.startswith("The file is larger than")
+        assert await unclaimed.fetch(5000) == b"y" * 5000
+
+
+async def test_a_file_over_20_mb_is_refused_with_a_sentence_as_telegram_refuses_it(
+    api: FakeBotApi,
+) -> None:
+    big = b"z" * (20 * MB + 1)
+    async with receiving(api) as (surface, received):
+        assert surface.capabilities.max_download_bytes == 20 * MB
+        api.post_document(ALICE.id, ALICE, big, "big.log", "text/plain")
+        api.post_document(ALICE.id, ALICE, big, "big2.log", "text/plain", claimed_size=None)
+        claimed, unclaimed = [message.files[0] for message in await received.one(2)]
+        for file in (claimed, unclaimed):
+            with pytest.raises(FileRefused) as refused:
+                await file.fetch(100 * MB)
+            assert refused.value.reason == "Telegram does not let bots download files over 20 MB."
+        (get_file,) = api.calls_to("getFile", ok=False)  # only the one with no size asked
+        assert get_file.description == "Bad Request: file is too big"
+        assert api.downloads == []
+
+
+async def test_stickers_locations_and_content_no_agent_takes_are_answered_not_dropped(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (_, received):
+        shape = {"width": 512, "height": 512, "type": "regular"}
+        sticker = api.store_file(b"RIFF....WEBPVP8 ", is_animated=False, is_video=False, **shape)
+        api.post_media(ALICE.id, ALICE, {"sticker": sticker})
+        moving = api.store_file(b"tgs", is_animated=True, is_video=False, **shape)
+        api.post_media(ALICE.id, ALICE, {"sticker": moving})
+        api.post_media(ALICE.id, ALICE, {"location": {"latitude": 52.5, "longitude": 13.4}})
+        api.post_media(ALICE.id, ALICE, {"game": {"title": "g", "description": "d", "photo": []}})
+        api.post_media(ALICE.id, ALICE, {"new_chat_title": "renamed"})  # a service message
+        messages = await received.one(4)
+        await anyio.sleep(0.2)
+    assert len(received.messages) == 4
+    still, animated, location, game = messages
+    assert (still.files[0].kind, still.files[0].mime) == ("image", "image/webp")
+    assert location.text == "[Location: 52.5, 13.4]" and location.files == ()
+    for message, sentence in (
+        (animated, "Animated stickers can't be passed to the agent; send a picture or text."),
+        (game, "Games can't be passed to the agent."),
+    ):
+        (file,) = message.files
+        with pytest.raises(FileRefused) as refused:
+            await file.fetch(MB)
+        assert refused.value.reason == sentence
+
+
+async def test_an_album_is_one_message_and_what_follows_it_stays_behind_it(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (_, received):
+        api.post_album(ALICE.id, ALICE, [JPEG, PNG, b"\xff\xd8\xff third"], "three shots")
+        api.dm(ALICE, "and a question")
+        album, question = await received.one(2)
+        assert [await file.fetch(MB) for file in album.files] == [JPEG, PNG, b"\xff\xd8\xff third"]
+    assert album.text == "three shots"
+    assert question.text == "and a question"
+
+
+async def test_a_group_album_counts_when_any_part_is_addressed(api: FakeBotApi) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    async with receiving(api) as (_, received):
+        api.post_album(GROUP, BOB, [JPEG, PNG], "holiday", thread=topic)  # not for the bot
+        parts = api.post_album(GROUP, ALICE, [JPEG, PNG], thread=topic)
+        assert len(parts) == 2
+        api.post_media(
+            GROUP,
+            ALICE,
+            {"photo": api.photo_sizes(b"\xff\xd8\xff last")},
+            f"@{BOT_USERNAME} compare these",
+            thread=topic,
+            media_group=parts[0]["message"]["media_group_id"],
+        )
+        (album,) = await received.one()
+        await anyio.sleep(0.5)
+    assert len(received.messages) == 1
+    assert album.text == "compare these" and len(album.files) == 3
+
+
+# ---- files out ---------------------------------------------------------------------------------
+async def test_send_file_sends_pictures_as_photos_and_the_rest_as_documents(
+    api: FakeBotApi,
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    in_topic = ConversationKey("telegram", str(GROUP), str(topic))
+    async with receiving(api) as (surface, _):
+        assert (surface.capabilities.max_photo_bytes, surface.capabilities.max_upload_bytes) == (
+            10 * MB,
+            50 * MB,
+        )
+        await surface.send_file(in_topic, OutgoingFile("shot.png", PNG, "image/png", "the chart"))
+        await surface.send_file(ALICE_DM, OutgoingFile("notes.md", b"# hi", "text/markdown"))
+        big_png = b"\x89PNG" + b"\0" * (10 * MB)
+        await surface.send_file(ALICE_DM, OutgoingFile("big.png", big_png, "image/png"))
+        await surface.send_file(ALICE_DM, OutgoingFile("logo.svg", b"<svg/>", "image/svg+xml"))
+        ref = await surface.send_file(
+            ALICE_DM, OutgoingFile("a.txt", b"a", "text/plain", "é" * 2000)
+        )
+    assert [(u.method, u.chat_id, u.thread, u.name) for u in api.uploads] == [
+        ("photo", GROUP, topic, "shot.png"),
+        ("document", ALICE.id, None, "notes.md"),
+        ("document", ALICE.id, None, "big.png"),
+        ("document", ALICE.id, None, "logo.svg"),
+        ("document", ALICE.id, None, "a.txt"),
+    ]
+    assert api.uploads[0].data == PNG and api.uploads[0].caption == "the chart"
+    assert utf16_len(api.uploads[-1].caption) == 1024 and api.uploads[-1].caption.endswith("…")
+    assert isinstance(ref, MessageRef) and (ALICE.id, int(ref.id)) in api.messages
+
+
+async def test_uploads_go_through_the_error_table_and_a_refused_photo_goes_as_a_document(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (surface, _):
+        api.fail_next("sendPhoto", 429, retry_after=2)
+        with pytest.raises(RateLimited) as limited:
+            await surface.send_file(ALICE_DM, OutgoingFile("a.png", PNG, "image/png"))
+        assert limited.value.retry_after == 2
+        api.fail_next("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        await surface.send_file(BOB_DM, OutgoingFile("tall.png", PNG, "image/png"))
+        with pytest.raises(FileRefused) as refused:
+            await surface.send_file(BOB_DM, OutgoingFile("huge.bin", b"\0" * (50 * MB + 1)))
+        assert refused.value.reason == "huge.bin is larger than Telegram's 50 MB for bots."
+    assert [(u.method, u.name) for u in api.uploads] == [("document", "tall.png")]
+    too_large = BOT_API.translate(_network_error("Request Entity Too Large"))
+    assert isinstance(too_large, FileRefused)
+    assert too_large.reason == "Telegram does not let bots upload files over 50 MB."
+
+
+BOB_DM = ConversationKey("telegram", str(BOB.id))
+
+
+def _network_error(message: str) -> Exception:
+    from telegram.error import NetworkError
+
+    return NetworkError(message)
+
+
+def test_a_caption_is_cut_to_1024_utf16_units() -> None:
+    assert caption_text("  ") is None
+    assert caption_text("short") == "short"
+    cut = caption_text("😀" * 600)
+    assert cut is not None and utf16_len(cut) <= 1024 and cut.endswith("…")
+
+
+# ---- buttons on messages -----------------------------------------------------------------------
+async def test_buttons_on_send_and_edit_come_back_as_choice_answers_and_go_with_an_edit(
+    api: FakeBotApi,
+) -> None:
+    long_token = "stop:" + "t" * 80  # past the 64 bytes of callback_data: sent as an alias
+    async with receiving(api) as (surface, received):
+        assert surface.capabilities.message_buttons
+        ref = await surface.send(ALICE_DM, "working…", buttons=[Choice(long_token, "Stop")])
+        message = api.messages[(ALICE.id, int(ref.id))]
+        assert message.reply_markup is not None
+        ((button,),) = message.reply_markup["inline_keyboard"]
+        assert button["text"] == "Stop" and len(button["callback_data"]) <= 64
+        await surface.edit(ref, "still working…", buttons=[Choice(long_token, "Stop")])
+        assert message.reply_markup["inline_keyboard"][0][0] == button
+        api.press(ALICE, message, button["callback_data"])
+        await wait_for(lambda: received.events, "the press")
+        (press,) = received.events
+        assert isinstance(press, ChoiceAnswer) and press.token == long_token
+        await surface.edit(ref, "done")  # no buttons: they go
+        assert message.reply_markup is None and message.text == "done"
+
+
+async def test_a_final_send_that_takes_over_a_group_preview_carries_its_buttons(
+    api: FakeBotApi,
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    key = ConversationKey("telegram", str(GROUP), str(topic))
+    async with receiving(api) as (surface, _):
+        await surface.preview(key, "thinking")
+        await wait_for(lambda: api.chat_messages(GROUP), "the live message")
+        ref = await surface.send(key, "answer", buttons=[Choice("tok-1", "Stop")])
+    (message,) = api.chat_messages(GROUP)
+    assert str(message.message_id) == ref.id and message.text == "answer"
+    assert message.reply_markup == {
+        "inline_keyboard": [[{"text": "Stop", "callback_data": "tok-1"}]]
+    }
+
+
+# ---- the agent's commands in the menu -----------------------------------------------------------
+AGENT_COMMANDS = [
+    MenuCommand("status", "Show the agent's status"),
+    MenuCommand("foo-bar", "Does foo", "target"),
+    MenuCommand("Foo_Bar", "A duplicate once mapped"),
+    MenuCommand("x" * 40, ""),
+    MenuCommand("!!!", "nothing left of its name"),
+]
+
+
+def test_agent_commands_are_mapped_to_telegrams_rules_and_a_clash_is_renamed() -> None:
+    ours = command_menu()
+    menu = agent_menu(ours, AGENT_COMMANDS)
+    names = [name for name, _ in menu.entries]
+    assert names[: len(ours)] == [name for name, _ in ours]
+    agents = dict(menu.entries[len(ours) :])
+    assert list(agents) == ["agent_status", "foo_bar", "x" * 32]
+    assert agents["agent_status"] == "The agent's /status: Show the agent's status"
+    assert agents["foo_bar"] == "Does foo (target)"
+    assert agents["x" * 32] == f"The agent's /{'x' * 40}"
+    assert menu.targets == {
+        "agent_status": "//status",
+        "foo_bar": "/foo-bar",
+        "x" * 32: "/" + "x" * 40,
+    }
+    many = agent_menu(ours, [MenuCommand(f"c{n}", "d") for n in range(200)])
+    assert len(many.entries) == 100
+
+
+async def test_the_agents_commands_reach_the_chats_menu_once_and_come_back_in_its_spelling(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (surface, received):
+        assert surface.capabilities.agent_menus
+        await wait_for(lambda: "default" in api.scoped_commands, "our menu")
+        api.fail_next("setMyCommands", 429, retry_after=1)  # waited out, never fatal
+        await surface.agent_command_menu(ALICE_DM, AGENT_COMMANDS)
+        await wait_for(lambda: f"chat:{ALICE.id}" in api.scoped_commands, "the chat's menu")
+        await surface.agent_command_menu(ALICE_DM, list(AGENT_COMMANDS))  # unchanged: no call
+        menu = [c["command"] for c in api.scoped_commands[f"chat:{ALICE.id}"]]
+        assert menu[-3:] == ["agent_status", "foo_bar", "x" * 32] and "status" in menu
+        api.dm(ALICE, "/agent_status now")
+        api.dm(ALICE, "/foo_bar some target")
+        api.dm(ALICE, "/status")  # ours stays ours
+        messages = await received.one(3)
+    assert [message.text for message in messages] == [
+        "//status now",
+        "/foo-bar some target",
+        "/status",
+    ]
+    chat_calls = [
+        call
+        for call in api.calls_to("setMyCommands", ok=False)
+        if (call.params.get("scope") or {}).get("type") == "chat"
+    ]
+    assert [call.status for call in chat_calls] == [429, 200]
+
+
+async def test_in_a_group_an_agent_command_with_the_bot_name_is_handed_over_in_its_spelling(
+    api: FakeBotApi,
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    key = ConversationKey("telegram", str(GROUP), str(topic))
+    async with receiving(api) as (surface, received):
+        await surface.agent_command_menu(key, AGENT_COMMANDS)
+        api.post_message(GROUP, ALICE, f"/foo_bar@{BOT_USERNAME} here", thread=topic)
+        api.post_message(GROUP, ALICE, "/agent_status", thread=topic)
+        messages = await received.one(2)
+    assert [message.text for message in messages] == ["/foo-bar here", "//status"]
+    assert f"chat:{GROUP}" in api.scoped_commands
