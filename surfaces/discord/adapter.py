@@ -11,7 +11,13 @@ conversation in its own lane (`surfaces.lanes`); a slash command waits in its la
 acknowledged (`interactions.py`). Button presses skip the lanes: they must be answered at once.
 
 Approvals: buttons whose presses come to `on_interaction` and go to the bot as a `ChoiceAnswer`
-(`interactions.py`); the bot's outcome edits the message, removing the buttons.
+(`interactions.py`); the bot's outcome edits the message, removing the buttons. A message's own
+buttons (the live reply's Stop) are the same kind of component row, pressed the same way; an
+edit without buttons removes them.
+
+Files: a message's attachments reach the bot as `IncomingFile`s, and the bot's files go out as
+attachments within the place's upload limit (`files.py`). The agent's own commands become guild
+application commands (`agent_menus.py`).
 
 Rate limits: the bot paces each chat (`min_edit_interval`: Discord's per-channel budget is about
 a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; `spending.py` keeps
@@ -27,6 +33,7 @@ from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
+import yarl
 
 from config.settings import DiscordSettings
 from surfaces.base import (
@@ -34,14 +41,20 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    IncomingFile,
+    MenuCommand,
     MessageRef,
     OnEvent,
+    OutgoingFile,
     SurfaceCapabilities,
     UserRef,
 )
+from surfaces.bounded import BoundedMap
+from surfaces.discord.agent_menus import AgentMenus
 from surfaces.discord.convert import (
     MAX_CHARS,
     closed_choice_text,
+    command_argument,
     command_text,
     fit,
     is_ephemeral,
@@ -51,7 +64,8 @@ from surfaces.discord.convert import (
     strip_mention,
     thread_name,
 )
-from surfaces.discord.errors import EDITS, REST, SDK_FAILURES
+from surfaces.discord.errors import EDITS, FILES, REST, SDK_FAILURES
+from surfaces.discord.files import CDN_HOSTS, UPLOAD_LIMIT, incoming_files, too_large, upload
 from surfaces.discord.gateway import (
     NO_MENTIONS,
     build_client,
@@ -66,19 +80,23 @@ from surfaces.discord.interactions import (
     Interactions,
     Notify,
     answering,
-    buttons,
     current_followup,
 )
+from surfaces.discord.interactions import buttons as button_row
 from surfaces.discord.places import NAME, Places, conversation_key
 from surfaces.discord.sdk import discord
 from surfaces.discord.spending import Spending
-from surfaces.errors import SendFailed
+from surfaces.errors import FileRefused, SendFailed
 from surfaces.lanes import Lanes
+from surfaces.text import ellipsize
 
 log = logging.getLogger(__name__)
 
 COMMAND_SYNC_TIMEOUT = 10.0
+MENU_COALESCE = 2.0  # seconds an agent command update waits for the rest of its burst
+CAPTION_CHARS = 500  # a file's caption: a line, not a message
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
+GUILDS_REMEMBERED = 10_000  # conversations whose guild is known without a cache lookup
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
 # Why a thread may not open (ValueError: a name discord.py refuses); the channel answers instead.
 _THREAD_FAILURES: tuple[type[Exception], ...] = (*SDK_FAILURES, ValueError)
@@ -113,6 +131,7 @@ class DiscordSurface:
         min_edit_interval: float = 1.0,
         guild_ready_timeout: float = 2.0,
         global_rate: float = GLOBAL_RATE,
+        menu_coalesce: float = MENU_COALESCE,
     ) -> None:
         self.settings = settings
         self.capabilities = SurfaceCapabilities(
@@ -123,6 +142,11 @@ class DiscordSurface:
             buttons=True,
             threads=True,
             command_prefixes=("!", "/"),
+            message_buttons=True,
+            max_upload_bytes=UPLOAD_LIMIT,  # a boosted guild allows more: see send_file
+            max_photo_bytes=UPLOAD_LIMIT,
+            max_download_bytes=0,  # Discord's CDN sets no limit of its own
+            agent_menus=True,
         )
         self._guild_ready_timeout = guild_ready_timeout
         self._spending = Spending(global_rate)  # the whole bot's requests a second
@@ -140,6 +164,11 @@ class DiscordSurface:
         self._receiving = False
         self._commands: list[tuple[str, str]] = []
         self._choices: dict[int, _OpenChoice] = {}  # approval message id ->
+        self._menus = AgentMenus(coalesce=menu_coalesce)
+        self._guilds: BoundedMap[str, int] = BoundedMap(GUILDS_REMEMBERED)  # chat -> its guild
+        # Where attachments may be downloaded from: Discord's CDN (and the API host in tests).
+        api_host = yarl.URL(settings.api_url).host if settings.api_url else None
+        self._file_hosts = CDN_HOSTS | ({api_host} if api_host else set())
 
     def render(self, markdown: str) -> str:
         return render(markdown)
@@ -176,6 +205,7 @@ class DiscordSurface:
                 tg.start_soon(stay_connected, client)
                 with anyio.move_on_after(COMMAND_SYNC_TIMEOUT):
                     await sync_commands(client, self._commands)
+                tg.start_soon(self._menus.publish, client, self._our_names, self._spend_slot)
                 task_status.started()
         except anyio.get_cancelled_exc_class():
             raise
@@ -210,20 +240,29 @@ class DiscordSurface:
         user = UserRef(str(message.author.id), message.author.display_name)
         mentioned = mentions(message.content, me) or any(u.id == me for u in message.mentions)
         text = strip_mention(message.content, me)  # `!compact`: the bot parses `!` itself
-        if not text:
+        files = incoming_files(message, self._file_hosts)
+        if not text and not files:
             return
         place = self._places.of_message(message, me, mentioned)
         if place is None:
             return
         key, opens_thread = place
+        if message.guild is not None:
+            self._guilds.remember(key.chat, message.guild.id)
         if opens_thread and user.id in self._known:
             if self._tg is not None:
-                self._tg.start_soon(self._open_thread, message, user, text)
+                self._tg.start_soon(self._open_thread, message, user, text, files)
             return
         # A stranger's is dropped by the bot (which logs them once): no thread, no reply.
-        self._enqueue(Inbound(key, user, text, str(message.id)))
+        self._enqueue(Inbound(key, user, text, str(message.id), files=files))
 
-    async def _open_thread(self, message: discord.Message, user: UserRef, text: str) -> None:
+    async def _open_thread(
+        self,
+        message: discord.Message,
+        user: UserRef,
+        text: str,
+        files: tuple[IncomingFile, ...] = (),
+    ) -> None:
         try:
             await self._spending.new_message()
             thread = await message.create_thread(
@@ -243,7 +282,9 @@ class DiscordSurface:
         else:
             self._places.opened_thread(thread.id, message.channel.id)
             key = conversation_key(thread.id)
-        self._enqueue(Inbound(key, user, text, str(message.id)))
+        if message.guild is not None:
+            self._guilds.remember(key.chat, message.guild.id)
+        self._enqueue(Inbound(key, user, text, str(message.id), files=files))
 
     async def _on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         if not self._receiving:
@@ -266,7 +307,13 @@ class DiscordSurface:
         data = cast(dict[str, Any], interaction.data or {})
         name = str(data.get("name", ""))
         options = [(str(o.get("name", "")), o.get("value")) for o in data.get("options", [])]
-        inbound = Inbound(key, who, command_text(name, options), str(interaction.id))
+        text = command_text(name, options)
+        if interaction.guild_id is not None:
+            self._guilds.remember(key.chat, interaction.guild_id)
+            agents = self._menus.command(interaction.guild_id, name)
+            if agents is not None and data.get("guild_id") is not None:
+                text = agents.text(command_argument(options))
+        inbound = Inbound(key, who, text, str(interaction.id))
         if who.id not in self._known:
             self._enqueue(inbound)  # the bot drops it; not even "thinking…" for strangers
             return
@@ -324,29 +371,63 @@ class DiscordSurface:
             log.exception("the bot failed on a Discord event in %s", event.key)
 
     # ---- outbound ------------------------------------------------------------------------------
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
         content = self._content(text, formatted)
+        view = button_row(buttons) if buttons else None
         followup = current_followup(key)
         if followup is not None:
-            ref = await self._interactions.send(followup, content)
+            ref = await self._interactions.send(followup, content, view)
             if ref is not None:
                 return ref
         channel = self._messageable(key)
         await self._spending.new_message(channel.id, final=formatted)
-        message = await REST.call(channel.send(content, allowed_mentions=NO_MENTIONS))
-        self._spending.sent(channel.id, message.id, content, final=formatted)
+        message = await REST.call(
+            channel.send(content, view=view or discord.utils.MISSING, allowed_mentions=NO_MENTIONS)
+        )
+        self._spending.sent(channel.id, message.id, _shown_as(content, buttons), final=formatted)
         return MessageRef(key, str(message.id))
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
+        """The message's text and its buttons; with none, its components go (`view=None`)."""
         content = self._content(text, formatted)
+        view = button_row(buttons) if buttons else None
         message_id = int(ref.id)
-        if await self._interactions.edit(message_id, content):
+        shown = _shown_as(content, buttons)  # the same text with other buttons is a change
+        if await self._interactions.edit(message_id, content, view):
             return
         message = self._messageable(ref.key).get_partial_message(message_id)
         # Live edits (not `formatted`) may be declined with a RateLimited while the budget is busy.
-        if await self._spending.edit(message_id, content, final=formatted):
-            await EDITS.call(message.edit(content=content, allowed_mentions=NO_MENTIONS))
-            self._spending.edited(int(ref.key.chat), message_id, content, final=formatted)
+        if await self._spending.edit(message_id, shown, final=formatted):
+            await EDITS.call(message.edit(content=content, view=view, allowed_mentions=NO_MENTIONS))
+            self._spending.edited(int(ref.key.chat), message_id, shown, final=formatted)
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        """The file as an attachment in the conversation's channel, its caption as the text;
+        FileRefused past the place's upload limit (or when Discord says it is too large)."""
+        limit = self._upload_limit(key)
+        if len(file.data) > limit:
+            raise FileRefused(too_large(file.name, limit), limit=limit)
+        channel = self._messageable(key)
+        caption = plain(ellipsize(" ".join(file.caption.split()), CAPTION_CHARS))
+        await self._spending.new_message()  # a file is part of the final answer
+        message = await FILES.call(
+            channel.send(caption or None, file=upload(file), allowed_mentions=NO_MENTIONS)
+        )
+        return MessageRef(key, str(message.id))
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # Discord has no drafts: the bot streams by editing
@@ -369,7 +450,7 @@ class DiscordSurface:
         allowed_users: Sequence[str],
     ) -> MessageRef:
         content = fit(plain(prompt))
-        view = buttons(choices)
+        view = button_row(choices)
         channel = self._messageable(key)
         await self._spending.new_message()
         message = await REST.call(channel.send(content, view=view, allowed_mentions=NO_MENTIONS))
@@ -383,7 +464,42 @@ class DiscordSurface:
         await self._spending.new_message()  # an approval's outcome: as urgent as a message
         await EDITS.call(message.edit(content=content, view=None, allowed_mentions=NO_MENTIONS))
 
+    # ---- agent commands ------------------------------------------------------------------------
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        """The agent's commands as the guild's application commands (`agent_menus.py`); a DM
+        gets none (global commands are every conversation's)."""
+        guild = self._guild_of(key)
+        if guild is None:
+            log.debug("no native menu for the agent's commands in %s (not in a guild)", key)
+            return
+        self._menus.want(guild, key, commands)
+
+    def _our_names(self) -> list[str]:
+        return [name.lower() for name, _ in self._commands]
+
+    async def _spend_slot(self) -> None:
+        await self._spending.new_message()
+
     # ---- helpers -------------------------------------------------------------------------------
+    def _guild_of(self, key: ConversationKey) -> int | None:
+        """The guild a conversation lives in (None: a DM, or a channel the bot cannot see)."""
+        known = self._guilds.get(key.chat)
+        if known is not None:
+            return known
+        client = self._client
+        channel = client.get_channel(int(key.chat)) if client is not None else None
+        guild = getattr(channel, "guild", None)
+        return guild.id if isinstance(guild, discord.Guild) else None
+
+    def _upload_limit(self, key: ConversationKey) -> int:
+        """Discord's limit for bots, or the guild's when boosts raised it."""
+        guild_id = self._guild_of(key)
+        client = self._client
+        guild = client.get_guild(guild_id) if client is not None and guild_id else None
+        return max(UPLOAD_LIMIT, guild.filesize_limit) if guild is not None else UPLOAD_LIMIT
+
     def _me(self) -> int:
         """The bot's user id (0 before the log-in)."""
         client = self._client
@@ -398,3 +514,8 @@ class DiscordSurface:
     @staticmethod
     def _content(text: str, formatted: bool) -> str:
         return fit(text if formatted else plain(text))
+
+
+def _shown_as(content: str, buttons: Sequence[Choice]) -> str:
+    """What a message shows, for the budget's "changes nothing" check: its text and buttons."""
+    return content + "".join(f"\x00{choice.token}" for choice in buttons)

@@ -83,10 +83,15 @@ def command_payloads(commands: Sequence[tuple[str, str]]) -> list[dict[str, Any]
     return payloads[:100]
 
 
+def command_argument(options: Sequence[tuple[str, object]]) -> str:
+    """An application command's option values, as typed after its name."""
+    values = [str(value).strip() for _, value in options if value is not None and str(value)]
+    return " ".join(value for value in values if value)
+
+
 def command_text(name: str, options: Sequence[tuple[str, object]]) -> str:
     """An application command as the text the bot parses: `/model gpt-5`."""
-    values = [str(value).strip() for _, value in options if value is not None and str(value)]
-    return " ".join([f"/{name}", *values])
+    return f"/{name} {command_argument(options)}".rstrip()
 
 
 def is_ephemeral(name: str) -> bool:

@@ -4,7 +4,8 @@ failures that are a setting's fault.
 A REST call (`REST`): 429 -> RateLimited (discord.py itself waits out and retries the short 429s
 that carry `Via`; what reaches us is a long one, or Cloudflare's without `Via`), a 403 or any
 other 4xx -> SendFailed(transient=False), a 5xx or network trouble -> SendFailed(transient=True).
-An edit (`EDITS`) differs in one row: a 404 means the message is gone (MessageGone).
+An edit (`EDITS`) differs in one row: a 404 means the message is gone (MessageGone); an upload
+(`FILES`) in another: a 413 ("Request entity too large") means the file is (FileRefused).
 
 Start-up (`login_refused`, `gateway_refused`): a rejected token or a missing Message Content
 intent is a ConfigError naming the token's setting; a gateway that closes for another reason is a
@@ -16,11 +17,12 @@ import aiohttp
 
 from config import ConfigError
 from surfaces.discord.sdk import discord
-from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.errors import FileRefused, MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.platform_errors import ErrorMap, retry_after
 
 __all__ = [
     "EDITS",
+    "FILES",
     "NETWORK_ERRORS",
     "REST",
     "SDK_FAILURES",
@@ -62,6 +64,23 @@ REST = ErrorMap(
 
 EDITS = ErrorMap(
     [(discord.NotFound, lambda exc: MessageGone(f"Discord: {exc.text or exc}")), *REST.rows]
+)
+
+PAYLOAD_TOO_LARGE = 413
+
+
+def _upload_error(exc: discord.HTTPException) -> SurfaceError:
+    if exc.status == PAYLOAD_TOO_LARGE:
+        return FileRefused("Discord refused the file as too large.")
+    return _http_error(exc)
+
+
+# An upload differs from a message in one row: Discord's 413 means the file is too large.
+FILES = ErrorMap(
+    [
+        row if row[0] is not discord.HTTPException else (discord.HTTPException, _upload_error)
+        for row in REST.rows
+    ]
 )
 
 

@@ -210,9 +210,11 @@ class Interactions:
             log.warning("could not answer a command in a place the bot does not serve: %s", exc)
 
     # ---- followups -----------------------------------------------------------------------------
-    async def send(self, followup: Followup, content: str) -> MessageRef | None:
-        """Post `content` as the followup, which it uses up; None when Discord refuses it (the
-        token expired), for the caller to post in the channel instead."""
+    async def send(
+        self, followup: Followup, content: str, view: discord.ui.View | None = None
+    ) -> MessageRef | None:
+        """Post `content` (with `view`'s buttons) as the followup, which it uses up; None when
+        Discord refuses it (the token expired), for the caller to post in the channel instead."""
         followup.used = True
         try:
             with self.webhook_calls():
@@ -221,6 +223,7 @@ class Interactions:
                     ephemeral=followup.ephemeral,
                     allowed_mentions=NO_MENTIONS,
                     wait=True,
+                    view=view if view is not None else discord.utils.MISSING,
                 )
         except discord.HTTPException as exc:  # the token expired or was refused
             log.warning("could not answer the slash command (%s); answering in the channel", exc)
@@ -235,15 +238,18 @@ class Interactions:
             self._sent.popitem(last=False)
         return MessageRef(followup.key, str(message.id))
 
-    async def edit(self, message_id: int, content: str) -> bool:
-        """Edit a followup this surface sent, through its interaction's webhook. False: the
-        message is no followup whose token still works (edit it in the channel)."""
+    async def edit(
+        self, message_id: int, content: str, view: discord.ui.View | None = None
+    ) -> bool:
+        """Edit a followup this surface sent (its buttons become `view`'s, or none), through
+        its interaction's webhook. False: the message is no followup whose token still works
+        (edit it in the channel)."""
         followup = self._sent.get(message_id)
         if followup is None or not followup.fresh():
             return False
         with self.webhook_calls(), EDITS.translated():
             await followup.interaction.followup.edit_message(
-                message_id, content=content, allowed_mentions=NO_MENTIONS
+                message_id, content=content, view=view, allowed_mentions=NO_MENTIONS
             )
         return True
 

@@ -23,6 +23,13 @@ with `X-RateLimit-*` headers as Discord does, and a call over the limit gets a 4
 optional global limit (`global_limit=(calls, seconds)`; Discord's is 50 a second) over every
 authenticated call but interaction responses, refused with a global 429.
 
+Files (issue 13): people's messages may carry attachments (`FakeFile`), stored and served by a
+CDN route (`/cdn/attachments/...`, every download recorded in `downloads`); the bot's multipart
+message creates (`payload_json` + `files[n]`) are parsed, a file over `upload_limit` (Discord's
+10 MiB default for bots) answered 413 "Request entity too large" (code 40005) as Discord does,
+and the files kept on the message (`Message.files`); components on creates and edits are kept;
+guild-scoped application command overwrites are kept per guild (`guild_commands`).
+
 Every REST call is recorded (`calls`), with its JSON body and status."""
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 from tests.fakes.loopback import LoopbackServer
 
@@ -46,6 +53,8 @@ DISCORD_EPOCH_MS = 1_420_070_400_000
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
 ACK_DEADLINE = 3.0
+UPLOAD_LIMIT = 10 * 1024 * 1024  # Discord's default per file for bots (a guild may raise it)
+VOICE_MESSAGE = 1 << 13  # message flag IS_VOICE_MESSAGE
 PERMISSIONS = str((1 << 41) - 1)  # everything, administrator included
 
 # Gateway op codes
@@ -162,6 +171,23 @@ class Guild:
 
 
 @dataclass
+class FakeFile:
+    """An attachment: what a person attaches (`claimed_size` lies when set), or what the bot
+    uploaded."""
+
+    filename: str
+    data: bytes = field(repr=False)
+    content_type: str | None = None
+    voice: bool = False  # a voice message (duration and waveform set, as Discord does)
+    claimed_size: int | None = None
+    id: str = ""  # given when stored
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.claimed_size is None else self.claimed_size
+
+
+@dataclass
 class Message:
     id: str
     channel_id: str
@@ -172,6 +198,7 @@ class Message:
     mentions: list[User] = field(default_factory=list)
     edits: int = 0
     interaction_id: str = ""  # an interaction response or followup
+    files: list[FakeFile] = field(default_factory=list)  # attachments, either way
 
     @property
     def ephemeral(self) -> bool:
@@ -213,6 +240,7 @@ class Call:
     at: float
     query: dict[str, str] = field(default_factory=dict)
     limited: str = ""  # a 429's scope: "channel", "global" or "injected"
+    files: list[FakeFile] = field(default_factory=list)  # a multipart call's `files[n]`
 
 
 @dataclass
@@ -254,9 +282,15 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
             "edit_followup",
         ),
         ("PUT", r"/applications/(?P<app>\d+)/commands", "commands"),
+        (
+            "PUT",
+            r"/applications/(?P<app>\d+)/guilds/(?P<guild>\d+)/commands",
+            "guild_commands",
+        ),
     )
 )
 MESSAGE_ROUTES = ("create_message", "edit_message")
+_FILES = web.RequestKey("files", list)  # a multipart call's files, for its handler
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -301,6 +335,10 @@ class FakeDiscord(LoopbackServer):
         self.messages: dict[str, Message] = {}
         self.interactions: dict[str, Interaction] = {}
         self.commands: list[dict[str, Any]] = []
+        self.guild_commands: dict[str, list[dict[str, Any]]] = {}  # guild id -> its overwrite
+        self.upload_limit = UPLOAD_LIMIT
+        self.cdn: dict[str, FakeFile] = {}  # attachment id -> the file people attached
+        self.downloads: list[str] = []  # attachment ids, one per CDN fetch
         self.calls: list[Call] = []
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
@@ -319,6 +357,7 @@ class FakeDiscord(LoopbackServer):
     def _routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", API + "/{tail:.*}", self._rest)
+        app.router.add_get("/cdn/attachments/{channel}/{attachment}/{name}", self._cdn)
 
     async def _before_close(self) -> None:
         for session in self._sessions.values():
@@ -363,17 +402,39 @@ class FakeDiscord(LoopbackServer):
         return channel
 
     # ---- what people do -----------------------------------------------------------------------------
-    def dm(self, user: User, text: str) -> Message:
-        """`user` writes to the bot in their DM."""
-        return self._post(self.dm_channel(user), user, text, [])
+    def dm(self, user: User, text: str, *, files: tuple[FakeFile, ...] = ()) -> Message:
+        """`user` writes to the bot in their DM, attaching `files`."""
+        return self._post(self.dm_channel(user), user, text, [], files)
 
-    def post(self, channel_id: str, user: User, text: str, *, mention: bool = False) -> Message:
+    def post(
+        self,
+        channel_id: str,
+        user: User,
+        text: str,
+        *,
+        mention: bool = False,
+        files: tuple[FakeFile, ...] = (),
+    ) -> Message:
         """`user` writes in a guild channel or thread; `mention` puts the bot's mention first."""
-        content = f"<@{self.bot.id}> {text}" if mention else text
-        return self._post(self.channels[channel_id], user, content, [self.bot] if mention else [])
+        content = f"<@{self.bot.id}> {text}".rstrip() if mention else text
+        mentioned = [self.bot] if mention else []
+        return self._post(self.channels[channel_id], user, content, mentioned, files)
 
-    def _post(self, channel: Channel, user: User, content: str, mentioned: list[User]) -> Message:
+    def _post(
+        self,
+        channel: Channel,
+        user: User,
+        content: str,
+        mentioned: list[User],
+        files: tuple[FakeFile, ...] = (),
+    ) -> Message:
         message = Message(self.snowflake(), channel.id, user, content, mentions=mentioned)
+        for file in files:
+            file.id = self.snowflake()
+            self.cdn[file.id] = file
+            message.files.append(file)
+        if any(file.voice for file in files):
+            message.flags |= VOICE_MESSAGE
         self.messages[message.id] = message
         self._dispatch("MESSAGE_CREATE", self._message_payload(message), channel.guild_id)
         return message
@@ -386,8 +447,14 @@ class FakeDiscord(LoopbackServer):
         channel_id: str,
         options: dict[str, str] | None = None,
     ) -> Interaction:
-        """`user` runs a slash command in a channel (a DM channel id, a guild channel or thread)."""
+        """`user` runs a slash command in a channel (a DM channel id, a guild channel or thread);
+        one of the guild's own commands carries its `guild_id`, as Discord sends it."""
         data: dict[str, Any] = {"id": self.snowflake(), "name": command, "type": 1}
+        guild = self.channels[channel_id].guild_id
+        if guild is not None and any(
+            c.get("name") == command for c in self.guild_commands.get(guild, [])
+        ):
+            data["guild_id"] = guild
         if options:
             data["options"] = [
                 {"name": name, "type": 3, "value": value} for name, value in options.items()
@@ -702,7 +769,7 @@ class FakeDiscord(LoopbackServer):
             "mention_everyone": False,
             "mentions": [],
             "mention_roles": [],
-            "attachments": [],
+            "attachments": [self._attachment_payload(message, f) for f in message.files],
             "embeds": [],
             "reactions": [],
             "pinned": False,
@@ -724,10 +791,55 @@ class FakeDiscord(LoopbackServer):
             data["application_id"] = self.application_id
         return data
 
+    def _attachment_payload(self, message: Message, file: FakeFile) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.port}/cdn/attachments/{message.channel_id}/{file.id}/"
+        data: dict[str, Any] = {
+            "id": file.id,
+            "filename": file.filename,
+            "size": file.size,
+            "url": url + file.filename,
+            "proxy_url": url + file.filename,
+        }
+        if file.content_type is not None:
+            data["content_type"] = file.content_type
+        if file.voice:
+            data.update(duration_secs=3.5, waveform="AAAA", flags=0)
+        return data
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        """An attachment's bytes, as Discord's CDN serves them (no token needed)."""
+        file = self.cdn.get(request.match_info["attachment"])
+        if file is None or file.filename != request.match_info["name"]:
+            return web.Response(status=404, text="Not Found")
+        self.downloads.append(file.id)
+        return web.Response(
+            body=file.data, content_type=file.content_type or "application/octet-stream"
+        )
+
+    @staticmethod
+    async def _multipart(request: web.Request) -> tuple[Any, list[FakeFile]]:
+        """discord.py's upload: `payload_json` (the message) and `files[n]` (the bytes)."""
+        body: Any = None
+        files: list[FakeFile] = []
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                continue
+            if part.name == "payload_json":
+                body = json.loads(await part.read())
+            elif (part.name or "").startswith("files["):
+                data = bytes(await part.read())
+                mime = part.headers.get("Content-Type")
+                files.append(FakeFile(part.filename or "", data, mime))
+        return body, files
+
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
         body: Any = None
-        if request.can_read_body:
+        files: list[FakeFile] = []
+        if request.content_type == "multipart/form-data":
+            body, files = await self._multipart(request)
+        elif request.can_read_body:
             raw = await request.read()
             try:
                 body = json.loads(raw) if raw else None
@@ -748,6 +860,7 @@ class FakeDiscord(LoopbackServer):
             0,
             self._clock(),
             dict(request.query),
+            files=files,
         )
         if route in ("followup", "edit_followup", "callback"):
             found = self._by_token(params.get("token", ""))
@@ -781,6 +894,9 @@ class FakeDiscord(LoopbackServer):
         handler = getattr(self, f"_do_{route}", None)
         if handler is None:
             return _error(404, 0, "404: Not Found")
+        if any(len(file.data) > self.upload_limit for file in call.files):
+            return _error(413, 40005, "Request entity too large")
+        request[_FILES] = call.files
         response: web.Response = handler(params, body or {}, request)
         response.headers.update(limit_headers)
         return response
@@ -896,7 +1012,13 @@ class FakeDiscord(LoopbackServer):
         )
 
     def _new_bot_message(
-        self, channel_id: str, body: dict[str, Any], *, flags: int = 0, interaction: str = ""
+        self,
+        channel_id: str,
+        body: dict[str, Any],
+        *,
+        flags: int = 0,
+        interaction: str = "",
+        files: list[FakeFile] | None = None,
     ) -> Message:
         message = Message(
             self.snowflake(),
@@ -906,7 +1028,10 @@ class FakeDiscord(LoopbackServer):
             list(body.get("components") or []),
             flags,
             interaction_id=interaction,
+            files=list(files or ()),
         )
+        for file in message.files:
+            file.id = self.snowflake()
         self.messages[message.id] = message
         channel = self.channels.get(channel_id)
         if self.echo_own_messages and not message.ephemeral and channel is not None:
@@ -928,13 +1053,15 @@ class FakeDiscord(LoopbackServer):
         if channel is None:
             return _error(404, 10003, "Unknown Channel")
         content = str(body.get("content") or "")
-        if not content.strip() and not body.get("components"):
+        files = request.get(_FILES) or []
+        if not content.strip() and not body.get("components") and not files:
             return _error(400, 50006, "Cannot send an empty message")
         if len(content) > 2000:
             return _error(
                 400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length."
             )
-        return _json(self._message_payload(self._new_bot_message(channel.id, body)))
+        message = self._new_bot_message(channel.id, body, files=files)
+        return _json(self._message_payload(message))
 
     def _do_edit_message(
         self, params: dict[str, str], body: Any, request: web.Request
@@ -1056,6 +1183,28 @@ class FakeDiscord(LoopbackServer):
             return _error(404, 10008, "Unknown Message")
         self._apply_edit(message, body)
         return _json(self._message_payload(message))
+
+    def _do_guild_commands(
+        self, params: dict[str, str], body: Any, request: web.Request
+    ) -> web.Response:
+        if params["guild"] not in self.guilds:
+            return _error(404, 10004, "Unknown Guild")
+        self.guild_commands[params["guild"]] = [dict(command) for command in body]
+        return _json(
+            [
+                {
+                    "id": self.snowflake(),
+                    "application_id": self.application_id,
+                    "guild_id": params["guild"],
+                    "version": self.snowflake(),
+                    "default_member_permissions": None,
+                    "nsfw": False,
+                    "options": [],
+                    **command,
+                }
+                for command in self.guild_commands[params["guild"]]
+            ]
+        )
 
     def _do_commands(self, params: dict[str, str], body: Any, request: web.Request) -> web.Response:
         self.commands = [dict(command) for command in body]
