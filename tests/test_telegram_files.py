@@ -219,10 +219,11 @@ async def test_stickers_locations_and_content_no_agent_takes_are_answered_not_dr
     assert (still.files[0].kind, still.files[0].mime) == ("image", "image/webp")
     assert location.text == "[Location: 52.5, 13.4]" and location.files == ()
     for message, sentence in (
-        (animated, "Animated stickers can't be passed to the agent; send a picture or text."),
-        (game, "Games can't be passed to the agent."),
+        (animated, "Animated stickers carry nothing an agent can read; send a picture or text."),
+        (game, "An agent cannot play or read a Telegram game."),
     ):
         (file,) = message.files
+        assert file.name in ("The animated sticker", "The game")
         with pytest.raises(FileRefused) as refused:
             await file.fetch(MB)
         assert refused.value.reason == sentence

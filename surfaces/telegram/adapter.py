@@ -326,8 +326,8 @@ class TelegramSurface:
 
     def _incoming_files(self, received: Received) -> list[IncomingFile]:
         files = [self._files.incoming(ref) for ref in received.files]
-        if received.refusal:
-            files.append(self._files.refused(received.refusal))
+        if received.refusal is not None:
+            files.append(self._files.refused(*received.refusal))
         return files
 
     async def _hand_over(self, item: Inbound | Album) -> None:

@@ -92,17 +92,18 @@ class FileRef:
 class Received:
     """A message the bot may see, before the adapter wires its files' downloads.
 
-    `refusal`: the message carries something no agent can take (a game, an animated sticker);
-    the sentence saying so reaches the person through the bot (after its access check) as a
-    file whose download is refused. `album`: the media group it is a part of ("" when none);
-    `addressed`: in a group, whether this part alone is addressed to the bot."""
+    `refusal`: the message carries something no agent can take (a game, an animated sticker):
+    what it is and the sentence saying why reach the person through the bot (after its access
+    check) as a file of that name whose download is refused. `album`: the media group it is a
+    part of ("" when none); `addressed`: in a group, whether this part alone is addressed to
+    the bot."""
 
     key: ConversationKey
     user: UserRef
     text: str
     event_id: str
     files: tuple[FileRef, ...] = ()
-    refusal: str = ""
+    refusal: tuple[str, str] | None = None  # (what it is, why it is refused)
     album: str = ""
     addressed: bool = True
 
@@ -179,19 +180,25 @@ _MEDIA_KINDS = (
     ("video_note", "video"),
     ("animation", "video"),
 )
-# Content that carries nothing an agent can take, with what the person is told.
+# Content that carries nothing an agent can take: what it is called, and why it is refused
+# (the bot says "<what> was not sent to the agent: <why>").
 _REFUSED = {
-    "game": "Games can't be passed to the agent.",
-    "story": "Stories can't be passed to the agent.",
-    "paid_media": "Paid media can't be passed to the agent.",
-    "invoice": "Invoices can't be passed to the agent.",
-    "giveaway": "Giveaways can't be passed to the agent.",
-    "giveaway_winners": "Giveaways can't be passed to the agent.",
+    "game": ("The game", "An agent cannot play or read a Telegram game."),
+    "story": ("The story", "Telegram does not let bots read stories."),
+    "paid_media": ("The paid media", "Telegram keeps paid media locked for bots."),
+    "invoice": ("The invoice", "An invoice carries nothing an agent can read."),
+    "giveaway": ("The giveaway", "A giveaway carries nothing an agent can read."),
+    "giveaway_winners": ("The giveaway", "A giveaway carries nothing an agent can read."),
 }
-_ANIMATED_STICKER = "Animated stickers can't be passed to the agent; send a picture or text."
+_ANIMATED_STICKER = (
+    "The animated sticker",
+    "Animated stickers carry nothing an agent can read; send a picture or text.",
+)
 
 
-def message_content(message: Mapping[str, Any]) -> tuple[tuple[FileRef, ...], str, str]:
+def message_content(
+    message: Mapping[str, Any],
+) -> tuple[tuple[FileRef, ...], tuple[str, str] | None, str]:
     """(files, refusal, description) of what a message carries besides its text: files to
     download; a sentence for content no agent can take; a text description of content that
     is only words (a location, a contact, a poll, a dice roll)."""
@@ -205,7 +212,7 @@ def message_content(message: Mapping[str, Any]) -> tuple[tuple[FileRef, ...], st
             files.append(_file_ref(item, kind))
             break  # a message carries at most one of these (an animation also as a document)
     sticker = message.get("sticker")
-    refusal = ""
+    refusal: tuple[str, str] | None = None
     if isinstance(sticker, Mapping) and sticker.get("file_id"):
         if sticker.get("is_animated") or sticker.get("is_video"):
             refusal = _ANIMATED_STICKER
@@ -213,9 +220,9 @@ def message_content(message: Mapping[str, Any]) -> tuple[tuple[FileRef, ...], st
             files.append(
                 FileRef(str(sticker["file_id"]), "", "image/webp", _size(sticker), "image")
             )
-    for field_name, sentence in _REFUSED.items():
+    for field_name, refused in _REFUSED.items():
         if field_name in message and not refusal:
-            refusal = sentence
+            refusal = refused
     return tuple(files), refusal, describe(message)
 
 

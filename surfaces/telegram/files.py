@@ -85,14 +85,15 @@ class FileTransfers:
         return IncomingFile(ref.name, ref.mime, ref.size, fetch, ref.kind)
 
     @staticmethod
-    def refused(sentence: str) -> IncomingFile:
-        """Content no agent can take, as a file whose download is refused with `sentence`: the
-        bot says it after its own checks (the adapter knows nothing of who may chat)."""
+    def refused(what: str, sentence: str) -> IncomingFile:
+        """Content no agent can take, as a file called `what` whose download is refused with
+        `sentence`: the bot says so after its own checks (the adapter knows nothing of who may
+        chat, so it answers nobody itself)."""
 
         async def fetch(limit: int) -> bytes:
             raise FileRefused(sentence)
 
-        return IncomingFile("", "", None, fetch, "document")
+        return IncomingFile(what, "", None, fetch, "document")
 
     async def download(self, ref: FileRef, limit: int) -> bytes:
         self._check_size(ref.size, limit)
