@@ -28,12 +28,12 @@ from surfaces.base import (
 )
 from surfaces.errors import FileRefused, RateLimited
 from surfaces.telegram.adapter import TelegramSurface
-from surfaces.telegram.convert import agent_menu
+from surfaces.telegram.convert import BotIdentity, GroupGate, agent_menu, received_from_update
 from surfaces.telegram.errors import BOT_API
 from surfaces.telegram.files import caption_text
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import running_app, wait_for
-from tests.fakes.telegram_api import BOT_USERNAME, FakeBotApi, People, utf16_len
+from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, utf16_len
 
 pytestmark = pytest.mark.anyio
 
@@ -232,6 +232,39 @@ async def test_stickers_locations_and_content_no_agent_takes_are_answered_not_dr
         with pytest.raises(FileRefused) as refused:
             await file.fetch(MB)
         assert refused.value.reason == sentence
+
+
+def test_what_a_message_carries_is_read_defensively() -> None:
+    gate = GroupGate(frozenset({str(GROUP)}))
+    me = BotIdentity(BOT_ID, BOT_USERNAME)
+
+    def received(**content: Any) -> Any:
+        message = {
+            "message_id": 3,
+            "chat": {"id": ALICE.id, "type": "private"},
+            "from": {"id": ALICE.id, "first_name": "Alice", "is_bot": False},
+            **content,
+        }
+        return received_from_update({"update_id": 9, "message": message}, me, gate)
+
+    sizes = [
+        {"file_id": "small", "file_size": 10, "width": 90},
+        {"file_id": "huge", "file_size": 30 * MB, "width": 9000},  # past what bots may fetch
+        {"file_id": "best", "file_size": 900, "width": 1280},
+        {"width": 2000},  # no file id
+        "not a size",
+    ]
+    (photo,) = received(photo=sizes).files
+    assert (photo.file_id, photo.size, photo.kind) == ("best", 900, "image")
+    odd = received(photo="nope", document={"file_id": "d", "file_size": True, "file_name": 5})
+    (document,) = odd.files
+    assert (document.size, document.name) == (None, "5")  # a bool is no size
+    traversal = received(document={"file_id": "t", "file_name": "../../etc/passwd"})
+    assert traversal.files[0].name == "../../etc/passwd"  # the bot sanitises names
+    assert received(new_chat_members=[{"id": 1}]) is None
+    poll = received(poll={"question": "Lunch?", "options": [{"text": "yes"}, {"text": "no"}]})
+    assert poll.text == "[Poll: Lunch? — yes; no]"
+    assert received(dice={"emoji": "🎲", "value": 4}).text == "[Dice 🎲: 4]"
 
 
 async def test_an_album_is_one_message_and_what_follows_it_stays_behind_it(
