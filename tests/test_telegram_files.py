@@ -461,6 +461,31 @@ async def test_the_agents_commands_reach_the_chats_menu_once_and_come_back_in_it
     assert [call.status for call in chat_calls] == [429, 200]
 
 
+async def test_menu_changes_in_a_burst_are_one_call_per_chat_and_a_429_is_waited_out(
+    api: FakeBotApi,
+) -> None:
+    async with receiving(api) as (surface, _):
+        await wait_for(lambda: "default" in api.scoped_commands, "our menu")
+        api.fail_next("setMyCommands", 429, retry_after=1)
+        for count in range(1, 6):  # a session reporting its commands as it learns them
+            commands = [MenuCommand(f"cmd{n}", "d") for n in range(count)]
+            await surface.agent_command_menu(ALICE_DM, commands)
+            await surface.agent_command_menu(BOB_DM, commands)
+        await wait_for(
+            lambda: len(api.scoped_commands.get(f"chat:{BOB.id}", [])) > 5, "both menus", 15
+        )
+        await wait_for(lambda: len(api.scoped_commands.get(f"chat:{ALICE.id}", [])) > 5, "alice")
+    chat_calls = [
+        call
+        for call in api.calls_to("setMyCommands", ok=False)
+        if (call.params.get("scope") or {}).get("type") == "chat"
+    ]
+    assert [call.status for call in chat_calls] == [429, 200, 200]  # one each, the 429 waited out
+    for person in (ALICE, BOB):
+        menu = [c["command"] for c in api.scoped_commands[f"chat:{person.id}"]]
+        assert menu[-5:] == [f"cmd{n}" for n in range(5)]
+
+
 async def test_in_a_group_an_agent_command_with_the_bot_name_is_handed_over_in_its_spelling(
     api: FakeBotApi,
 ) -> None:

@@ -6,7 +6,8 @@ Telegram's rules (`convert.agent_menu`). What people type back is read through t
 
 Menus change rarely but may be asked for in bursts (every agent session reports its commands):
 a chat's menu is sent only when it differs from the last one asked for, by one task per chat
-that sends the newest list and goes on while a newer one arrived meanwhile. A 429 is waited out;
+that sends the newest list and goes on while a newer one arrived meanwhile. `setMyCommands` is
+limited per bot, so the chats' calls go one at a time and a 429 is waited out by all of them;
 any other refusal is logged and the chat keeps its previous menu."""
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class AgentMenus:
         self._wanted: dict[int, AgentMenu] = {}
         self._sent: dict[int, tuple[tuple[str, str], ...]] = {}
         self._syncing: set[int] = set()
+        # setMyCommands is limited per bot, not per chat: one call at a time, and a 429 holds
+        # every chat's menu back until it is waited out.
+        self._one_at_a_time = anyio.Lock()
 
     def open(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
@@ -76,20 +80,19 @@ class AgentMenus:
             while (menu := self._wanted.get(chat)) is not None and self._sent.get(
                 chat
             ) != menu.entries:
-                try:
-                    await self._send(chat, menu)
-                    self._sent[chat] = menu.entries
-                except RateLimited as exc:
-                    waits += 1
-                    if waits > MAX_RATE_WAITS:
-                        log.warning("telegram: gave up on the command menu of chat %s", chat)
+                async with self._one_at_a_time:
+                    try:
+                        await self._send(chat, menu)
+                        self._sent[chat] = menu.entries
+                    except RateLimited as exc:
+                        waits += 1
+                        if waits > MAX_RATE_WAITS:
+                            log.warning("telegram: gave up on the command menu of chat %s", chat)
+                            return
+                        await anyio.sleep(exc.retry_after)
+                    except SurfaceError as exc:
+                        log.warning("telegram: no command menu for chat %s: %s", chat, exc)
                         return
-                    await anyio.sleep(exc.retry_after)
-                except SurfaceError as exc:
-                    log.warning(
-                        "telegram: could not set the command menu of chat %s: %s", chat, exc
-                    )
-                    return
         finally:
             self._syncing.discard(chat)
 
