@@ -1,11 +1,14 @@
 """The Telegram surface on python-telegram-bot. With `messages.py` (the paced message calls),
-`previews.py` (live previews), `webhook.py` and `errors.py`, the only code that imports
+`previews.py` (live previews), `files.py` (downloads and uploads), `menus.py` (the agent's
+commands in each chat's menu), `webhook.py` and `errors.py`, the only code that imports
 `telegram`.
 
 Receiving: long polling by default; webhook mode (`webhook.py`) when a webhook URL is set. PTB
 hands updates over concurrently; one lane per conversation (`surfaces.lanes`) hands one chat's
 messages to the bot in order while other chats go on at the same time. Button presses skip the
 lanes: they must be answered at once, and the bot takes them whatever else the chat is doing.
+A message's files travel with it as `IncomingFile`s the bot downloads when it decides to; an
+album's parts are gathered into one message first (`albums.py`).
 
 Sending: every call that posts or changes a message goes through the chat's pacer (see
 `messages.py`); while a reply is written, `preview` shows it live (`previews.py`) and the final
