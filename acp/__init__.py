@@ -20,6 +20,15 @@ from acp.client import (
     AcpTimeoutError,
     AcpToolGateUnroutable,
 )
+from acp.content import (
+    ContentBlock,
+    PromptContent,
+    audio_block,
+    embedded_text_block,
+    image_block,
+    resource_link_block,
+    text_block,
+)
 from acp.runtime import (
     AcpRuntime,
     AcpSpawnFailed,
@@ -108,6 +117,7 @@ __all__ = [
     "Backend",
     "ConfigChoice",
     "ConfigOption",
+    "ContentBlock",
     "EventKind",
     "FileDiff",
     "GatePlan",
@@ -117,6 +127,7 @@ __all__ = [
     "PermissionRequest",
     "PlanEntry",
     "PromptCapabilities",
+    "PromptContent",
     "RefusalInfo",
     "RuntimeOpener",
     "RuntimePool",
@@ -128,10 +139,15 @@ __all__ = [
     "ToolGateUnroutable",
     "UsageInfo",
     "agent_environment",
+    "audio_block",
+    "embedded_text_block",
     "get_backend",
+    "image_block",
     "open_runtime",
     "plan_tool_gate",
     "redact",
     "redact_links",
     "resolve_executable",
+    "resource_link_block",
+    "text_block",
 ]

@@ -8,16 +8,20 @@ valid Unicode (`config.valid_text`): a lone surrogate in a frame must not crash 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import re
 from typing import Any
 
 from acp.types import (
     AcpEvent,
+    AgentFile,
     EventKind,
     FileDiff,
     PermissionOption,
     PermissionRequest,
+    PlanEntry,
     RefusalInfo,
     ToolCall,
     UsageInfo,
@@ -119,9 +123,6 @@ def _content_text(content: Any) -> tuple[str, bool] | None:
     if kind in ("thinking", "reasoning"):
         thought = text if isinstance(text, str) else content.get("thinking")
         return (valid_text(thought), True) if isinstance(thought, str) else None
-    if kind == "resource_link":
-        name = content.get("name") or content.get("uri") or ""
-        return (f"[{valid_text(str(name))}]", False) if name else None
     return None
 
 
@@ -180,7 +181,12 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
                     _TEXT, valid_text(text), message_id if type(message_id) is str else None
                 )
     if variant == "agent_message_chunk" or variant == "agent_thought_chunk":
-        parsed = _content_text(update.get("content"))
+        content = update.get("content")
+        if variant == "agent_message_chunk" and isinstance(content, dict):
+            file = parse_file_block(content)
+            if file is not None:
+                return AcpEvent(EventKind.FILE, file=file)
+        parsed = _content_text(content)
         if parsed is None:
             flat = update.get("text")  # older kiro sent the text flat
             if not isinstance(flat, str):
@@ -201,14 +207,9 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
         kind = EventKind.TOOL_CALL if variant == "tool_call" else EventKind.TOOL_UPDATE
         return AcpEvent(kind, tool=tool, raw=update)
     if variant == "plan":
-        return AcpEvent(EventKind.PLAN, raw=update)
+        return AcpEvent(EventKind.PLAN, raw=update, plan=parse_plan(update.get("entries")))
     if variant == "usage_update":
-        used, size = update.get("used"), update.get("size")
-        usage = UsageInfo(
-            used=used if isinstance(used, int) else None,
-            size=size if isinstance(size, int) else None,
-        )
-        return AcpEvent(EventKind.USAGE, usage=usage, raw=update)
+        return AcpEvent(EventKind.USAGE, usage=parse_usage_update(update), raw=update)
     if variant == "available_commands_update":
         names = [
             valid_text(command["name"])
@@ -267,3 +268,158 @@ def codex_thread_status(update: dict[str, Any]) -> str | None:
 def kiro_context_percent(params: dict[str, Any]) -> float | None:
     value = params.get("contextUsagePercentage")
     return float(value) if isinstance(value, int | float) else None
+
+
+# ---- files and plans in the agent's reply -----------------------------------------------------
+# Largest file the agent may hand us inline (base64 in a frame); more is refused, not decoded.
+MAX_AGENT_FILE_BYTES = 20 * 1024 * 1024
+MAX_FILE_NAME = 120
+MAX_MIME = 100
+MAX_URI = 2048
+MAX_PLAN_ENTRIES = 50
+MAX_PLAN_ENTRY = 300
+_PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
+_RE_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069/\\:]")
+_RE_MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "audio/wav": ".wav",
+    "audio/mpeg": ".mp3",
+    "audio/ogg": ".ogg",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "application/json": ".json",
+    "application/pdf": ".pdf",
+}
+
+
+def _clean_mime(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    mime = value.split(";", 1)[0].strip().lower()
+    return mime if len(mime) <= MAX_MIME and _RE_MIME.fullmatch(mime) else ""
+
+
+def _file_name(value: Any, uri: str, mime: str, fallback: str) -> str:
+    """A bare, visible file name: the last path part of what the agent named (or of the uri),
+    without control or direction characters, no leading dots, bounded; else `fallback`."""
+    raw = value if isinstance(value, str) and value.strip() else uri.rsplit("/", 1)[-1]
+    raw = valid_text(raw).replace("\\", "/").rsplit("/", 1)[-1]
+    name = _RE_UNSAFE_NAME.sub("", raw).strip().lstrip(".").strip()
+    if len(name) > MAX_FILE_NAME:
+        _, dot, ext = name.rpartition(".")
+        keep = ext if dot and len(ext) <= 10 else ""
+        name = name[: MAX_FILE_NAME - len(keep) - 1].rstrip() + ("." + keep if keep else "")
+    return name or fallback + _EXTENSIONS.get(mime, "")
+
+
+def _decode(data: Any) -> bytes | None:
+    """Base64 from a frame, or None when it is not base64 or decodes past the cap."""
+    if not isinstance(data, str) or len(data) > (MAX_AGENT_FILE_BYTES // 3 + 1) * 4 + 8:
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def parse_file_block(content: dict[str, Any]) -> AgentFile | None:
+    """An `image`, `audio`, `resource` or `resource_link` block -> AgentFile; None for other
+    blocks and for ones whose data is not base64 or too large (logged: skipped, never raised)."""
+    kind = content.get("type")
+    if kind in ("image", "audio"):
+        mime = _clean_mime(content.get("mimeType"))
+        uri = content.get("uri")
+        uri = valid_text(uri)[:MAX_URI] if isinstance(uri, str) else ""
+        data = _decode(content.get("data"))
+        if data is None:
+            log.warning(
+                "skipping an %s block from the agent: its data is not base64 or too large", kind
+            )
+            return None
+        name = _file_name(None, uri, mime, kind)
+        return AgentFile(name=name, mime=mime, data=data, uri=uri, size=len(data))
+    if kind == "resource":
+        resource = content.get("resource")
+        if not isinstance(resource, dict):
+            return None
+        uri = resource.get("uri")
+        uri = valid_text(uri)[:MAX_URI] if isinstance(uri, str) else ""
+        mime = _clean_mime(resource.get("mimeType"))
+        text = resource.get("text")
+        if isinstance(text, str):
+            data = valid_text(text).encode("utf-8")
+            if len(data) > MAX_AGENT_FILE_BYTES:
+                log.warning("skipping an embedded resource from the agent: too large")
+                return None
+            mime = mime or "text/plain"
+        else:
+            blob = _decode(resource.get("blob"))
+            if blob is None:
+                log.warning("skipping an embedded resource from the agent: not base64 or too large")
+                return None
+            data = blob
+        name = _file_name(None, uri, mime, "resource")
+        return AgentFile(name=name, mime=mime, data=data, uri=uri, size=len(data))
+    if kind == "resource_link":
+        uri = content.get("uri")
+        if not isinstance(uri, str) or not uri.strip() or len(uri) > MAX_URI:
+            return None
+        uri = valid_text(uri)
+        mime = _clean_mime(content.get("mimeType"))
+        size = content.get("size")
+        return AgentFile(
+            name=_file_name(content.get("name"), uri, mime, "file"),
+            mime=mime,
+            uri=uri,
+            size=size if type(size) is int and size >= 0 else None,
+        )
+    return None
+
+
+def parse_plan(entries: Any) -> tuple[PlanEntry, ...]:
+    """A `plan` update's entries (each update replaces the plan): bounded count and length."""
+    plan: list[PlanEntry] = []
+    for entry in entries if isinstance(entries, list) else ():
+        if len(plan) >= MAX_PLAN_ENTRIES:
+            break
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            continue
+        content = " ".join(valid_text(entry["content"]).split())
+        if not content:
+            continue
+        if len(content) > MAX_PLAN_ENTRY:
+            content = content[: MAX_PLAN_ENTRY - 1].rstrip() + "…"
+        status = entry.get("status")
+        priority = entry.get("priority")
+        plan.append(
+            PlanEntry(
+                content=content,
+                status=status if status in _PLAN_STATUSES else "pending",
+                priority=priority if priority in ("high", "medium", "low") else "",
+            )
+        )
+    return tuple(plan)
+
+
+def parse_usage_update(update: dict[str, Any]) -> UsageInfo:
+    """`usage_update`: context used of the window, and the session's cost when given."""
+    used, size = update.get("used"), update.get("size")
+    cost, currency = None, ""
+    raw_cost = update.get("cost")
+    if isinstance(raw_cost, dict):
+        amount = raw_cost.get("amount")
+        if isinstance(amount, int | float) and not isinstance(amount, bool) and 0 <= amount < 1e12:
+            cost = float(amount)
+            said = raw_cost.get("currency")
+            if isinstance(said, str) and re.fullmatch(r"[A-Za-z]{1,8}", said):
+                currency = said.upper()
+    return UsageInfo(
+        used=used if type(used) is int and used >= 0 else None,
+        size=size if type(size) is int and size > 0 else None,
+        cost=cost,
+        currency=currency,
+    )

@@ -21,6 +21,7 @@ import anyio
 from acp._dispatch import codex_thread_status, kiro_context_percent, parse_refusal, parse_update
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, Backend
 from acp.client import AcpError, AcpGateViolation, AcpProcessDied, AcpTimeoutError
+from acp.content import PromptContent, prompt_blocks
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,
@@ -52,7 +53,14 @@ _TOOL_CALL = EventKind.TOOL_CALL
 # Events that show the agent is still producing output (unlike usage or title updates, which
 # may arrive between an error's echo chunk and the error itself).
 _CONTENT = frozenset(
-    {EventKind.TEXT, EventKind.THOUGHT, EventKind.TOOL_CALL, EventKind.TOOL_UPDATE, EventKind.PLAN}
+    {
+        EventKind.TEXT,
+        EventKind.THOUGHT,
+        EventKind.TOOL_CALL,
+        EventKind.TOOL_UPDATE,
+        EventKind.PLAN,
+        EventKind.FILE,
+    }
 )
 
 # Events that stand for session state (the state keeper reads their frames too); a variant
@@ -196,6 +204,7 @@ class PromptTurn:
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
         self.tool_calls = 0
+        self.files = 0  # files in the reply (delivered as they come: a resend would repeat them)
         self.refusal: RefusalInfo | None = None
         self.cancel_sent = False
         self.answered_cancelled = False
@@ -216,7 +225,7 @@ class PromptTurn:
     @property
     def activity(self) -> bool:
         """Whether the agent visibly acted on the prompt (so resending it is unsafe)."""
-        return self.tool_calls > 0 or self.text.visible
+        return self.tool_calls > 0 or self.files > 0 or self.text.visible
 
     # ---- control ----------------------------------------------------------------------------
     async def cancel(self, *, grace: float | None = None) -> None:
@@ -256,7 +265,7 @@ class PromptTurn:
         self._timer = self.handle.call_at(when, lambda: inbox.push(("t",)))
 
     # ---- the turn ---------------------------------------------------------------------------
-    async def run(self, text: str) -> AsyncIterator[AcpEvent]:
+    async def run(self, prompt: PromptContent) -> AsyncIterator[AcpEvent]:
         """The turn's events, from sending the prompt to one TERMINAL event (or an error).
 
         Each streamed chunk passes through here, so the loop drains every item that has arrived
@@ -274,7 +283,7 @@ class PromptTurn:
             drain_notifications(items, observe)
             items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
             inbox.take_now = self.take_text if on_text is not None else None
-            params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+            params = {"sessionId": self.session_id, "prompt": prompt_blocks(prompt)}
             self._request_id = await self.handle.send_request(
                 "session/prompt", params, _deliver_to(inbox)
             )
@@ -330,6 +339,8 @@ class PromptTurn:
                             event = replace(event, tool=tool)
                             if self._violates_gate(tool):
                                 await self._stop_for_violation(tool)
+                    elif kind is EventKind.FILE:
+                        self.files += 1
                     elif kind is EventKind.SESSION_INFO and event.raw is not None:
                         status = codex_thread_status(event.raw)
                         if status == "systemError":

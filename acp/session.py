@@ -31,6 +31,7 @@ from acp.client import (
     sign_in_advice,
 )
 from acp.client_methods import method_not_found
+from acp.content import PromptContent
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_state import SessionState
@@ -49,6 +50,7 @@ from acp.types import (
     AcpEvent,
     ConfigOption,
     PendingPermission,
+    PromptCapabilities,
     TerminalActivity,
 )
 
@@ -146,16 +148,21 @@ class AcpSession:
     def busy(self) -> bool:
         return self.turn is not None
 
+    @property
+    def prompt_capabilities(self) -> PromptCapabilities:
+        return self.client.prompt_capabilities
+
     def prompt(
         self,
-        text: str,
+        prompt: PromptContent,
         *,
         timeout: float | None = None,
         on_text: Callable[[AcpEvent], None] | None = None,
     ) -> AsyncIterator[AcpEvent]:
         """The turn's events, ending with one TERMINAL event carrying the stats: an async
         generator, which starts (and raises AcpPromptBusy if a turn already runs) when first
-        iterated. Raises an AcpError (or AcpRuntimeError) when the turn fails.
+        iterated. `prompt` is text or content blocks (`acp.content`; only the kinds
+        `prompt_capabilities` allows). Raises an AcpError (or AcpRuntimeError) when the turn fails.
 
         With `on_text`, TEXT events are not yielded: each is handed to `on_text`, in order with
         the other events, often straight from the frame reader (the cheap path for a busy bot).
@@ -178,7 +185,7 @@ class AcpSession:
             agent=client.agent,
             observe=self.state.apply,
             warn=self.state.warn,
-        ).run(text)
+        ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:
         if self.turn is not None:
@@ -279,6 +286,18 @@ class AcpClient:
     @property
     def backend(self) -> Backend:
         return self.runtime.backend
+
+    @property
+    def prompt_capabilities(self) -> PromptCapabilities:
+        """What the agent takes in a prompt besides text, as `initialize` said (only a literal
+        `true` counts)."""
+        caps = self.runtime.agent_capabilities.get("promptCapabilities")
+        caps = caps if isinstance(caps, dict) else {}
+        return PromptCapabilities(
+            image=caps.get("image") is True,
+            audio=caps.get("audio") is True,
+            embedded_context=caps.get("embeddedContext") is True,
+        )
 
     def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
         if reply.error is not None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from acp._dispatch import parse_usage_update
 from acp.backends import Backend
 from acp.client import _acp_error_from
 from acp.types import (
@@ -340,11 +341,7 @@ class SessionState:
         if variant == "available_commands_update":
             self.commands = parse_commands(update.get("availableCommands"))
         elif variant == "usage_update":
-            used, size = update.get("used"), update.get("size")
-            self.usage = UsageInfo(
-                used=used if type(used) is int and used >= 0 else None,
-                size=size if type(size) is int and size > 0 else None,
-            )
+            self.usage = parse_usage_update(update)
         elif variant == "config_option_update":
             if isinstance(update.get("configOptions"), list):
                 self.config_options = parse_config_options(update["configOptions"])

@@ -32,6 +32,7 @@ from acp import (
     UsageInfo,
 )
 from bot.agent_sessions import ConversationSessions
+from bot.attachments import FileLimits, Intake, prompt_for, take_in
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
 from bot.notices import (
@@ -249,7 +250,9 @@ class ChatRunner:
             await self._idle.wait()
 
     async def _turn(self, batch: list[Inbound]) -> None:
-        text = "\n\n".join(inbound.text for inbound in batch)
+        intake = await self._take_in(batch)
+        if intake is None:
+            return  # every file was refused (and said so), and there was nothing else
         requester = self.last_requester = batch[0].user
         services = self.services
         self.turn_started = time.monotonic()
@@ -261,11 +264,11 @@ class ChatRunner:
             notice = ""
             try:
                 try:
-                    stats = await self._run(text, output)
+                    stats = await self._run(intake, output)
                 except AcpPromptBusy:
                     # the agent still runs an earlier prompt: a fresh session, replayed once
                     await self.sessions.forget()
-                    stats = await self._run(text, output)
+                    stats = await self._run(intake, output)
                 if stats.refusal is not None:
                     notice = refusal_card_text(stats.refusal, output.text)
                 else:
@@ -323,10 +326,24 @@ class ChatRunner:
         except Exception as again:
             log.warning("could not tell %s about the fault: %r", self.key, again)
 
-    async def _run(self, text: str, output: _ChatOutput) -> AcpPromptStats:
+    async def _take_in(self, batch: list[Inbound]) -> Intake | None:
+        """The batch's text and files (`bot.attachments`); each refused file is said here."""
+        limits = FileLimits.of(self.services.settings, self.surface.capabilities.max_download_bytes)
+        intake = await take_in(
+            [inbound.text for inbound in batch], [inbound.files for inbound in batch], limits
+        )
+        if intake.refusals:
+            await self.say("\n".join(intake.refusals))
+        return intake if intake.for_agent else None
+
+    async def _run(self, intake: Intake, output: _ChatOutput) -> AcpPromptStats:
+        session = await self.sessions.session()
+        prompt = await prompt_for(
+            intake, session.prompt_capabilities, session.client.runtime.workspace
+        )
         return await run_turn(
             self.sessions,
-            text,
+            prompt,
             output,
             policy=self.services.policy,
             timeout=self.services.settings.prompt_timeout,

@@ -21,6 +21,7 @@ from acp import (
     AcpModelUnavailable,
     AcpPermissionNeeded,
     AcpRuntime,
+    EventKind,
     PendingPermission,
     RuntimeOpener,
     RuntimePool,
@@ -30,6 +31,7 @@ from acp import (
 from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
+from bot.attachments import FileLimits, prompt_for, take_in
 from bot.doctor import run_doctor
 from bot.ladder import RetryPolicy, run_turn
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
@@ -42,8 +44,9 @@ from bot.surface_registry import (
     terminal_surface,
 )
 from config import ConfigError, Settings, load_settings, valid_text
-from surfaces.base import Surface
+from surfaces.base import IncomingFile, Surface
 from surfaces.errors import SurfaceError
+from surfaces.local_files import LocalFileMissing, local_file
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (run, chat, ask, doctor):
         _add_agent_options(sub)
-    ask.add_argument("text", nargs="+", metavar="TEXT", help="the prompt")
+    ask.add_argument("text", nargs="*", metavar="TEXT", help="the prompt")
+    ask.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="attach a file (repeatable; SWITCHBOARD_MAX_FILE_BYTES, _MAX_FILES, _FILE_TYPES)",
+    )
     return parser
 
 
@@ -176,7 +186,13 @@ class _AskOutput:
             sys.stdout.flush()
 
     async def on_event(self, event: AcpEvent) -> None:
-        return None  # only the text is printed
+        # only the text is printed, and a line for each file in the reply (a terminal shows no
+        # images): where a linked one is, or that an inline one was not shown
+        file = event.file
+        if event.kind is EventKind.FILE and file is not None:
+            where = file.uri if file.data is None else f"{len(file.data)} bytes, not shown"
+            lead = "" if not self.text or self.text.endswith("\n") else "\n"
+            self.on_text(f"{lead}[file {file.name}: {where}]\n")
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)
@@ -185,9 +201,14 @@ class _AskOutput:
         log.info("%s; retrying in %.1f s", error.kind, delay)
 
 
-async def _ask(settings: Settings, text: str) -> int:
+async def _ask(settings: Settings, text: str, files: Sequence[IncomingFile] = ()) -> int:
     install_loop_exception_handler()
     spec, gate = agent_plan(settings)  # before any spawn: an unroutable gate spawns nothing
+    intake = await take_in([text], [files], FileLimits.of(settings))
+    for refusal in intake.refusals:
+        _say(refusal)
+    if not intake.for_agent:
+        return EXIT_FAILED  # nothing left to ask
     output = _AskOutput()
     interrupted = anyio.Event()
     stats = None
@@ -200,9 +221,12 @@ async def _ask(settings: Settings, text: str) -> int:
         tg.start_soon(watch)
         pool: RuntimePool[AcpClient] = RuntimePool(tg, client_preparer(gate, settings))
         try:
+            source = FreshSession(pool, spec, settings.model)
+            session = await source.session()
+            prompt = await prompt_for(intake, session.prompt_capabilities, spec.workspace)
             stats = await run_turn(
-                FreshSession(pool, spec, settings.model),
-                text,
+                source,
+                prompt,
                 output,
                 policy=RetryPolicy.from_settings(settings.retry),
                 timeout=settings.prompt_timeout,
@@ -270,7 +294,7 @@ async def _chat(settings: Settings) -> int:
     if sys.stdin.isatty():
         _say(
             f"Chatting with the {settings.agent} agent in {settings.workspace}. "
-            "/help lists commands; Ctrl-D quits."
+            "/help lists commands; /file PATH [caption] attaches a file; Ctrl-D quits."
         )
     stop = anyio.Event()
     watch = _AgentStartWatch(stop)
@@ -322,7 +346,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ask":
             # argv keeps undecodable bytes as lone surrogates (surrogateescape)
             text = valid_text(" ".join(args.text))
-            return anyio.run(_ask, settings, text, backend="asyncio")
+            if not text.strip() and not args.file:
+                _say("Nothing to ask: give the prompt as TEXT, or a file with --file PATH.")
+                return EXIT_USAGE
+            try:
+                files = [local_file(path) for path in args.file]
+            except LocalFileMissing as exc:
+                _say(str(exc))
+                return EXIT_FAILED
+            return anyio.run(_ask, settings, text, files, backend="asyncio")
         if args.command == "chat":
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":

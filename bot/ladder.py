@@ -30,6 +30,7 @@ from acp import (
     AcpTimeoutError,
     EventKind,
     PendingPermission,
+    PromptContent,
 )
 from config import RetrySettings
 
@@ -105,7 +106,11 @@ class _Attempt:
 
 
 async def _stream(
-    session: AcpSession, prompt: str, output: TurnOutput, attempt: _Attempt, timeout: float | None
+    session: AcpSession,
+    prompt: PromptContent,
+    output: TurnOutput,
+    attempt: _Attempt,
+    timeout: float | None,
 ) -> AcpPromptStats:
     def on_text(event: AcpEvent) -> None:
         chunk = event.text
@@ -131,7 +136,7 @@ async def _stream(
                     raise
                 event.permission.respond(answer)
                 continue
-            if kind is EventKind.TOOL_CALL:
+            if kind is EventKind.TOOL_CALL or kind is EventKind.FILE:
                 attempt.activity = True
             await output.on_event(event)
     raise AcpError(
@@ -143,7 +148,7 @@ async def _stream(
 
 async def run_turn(
     source: SessionSource,
-    text: str,
+    prompt: PromptContent,
     output: TurnOutput,
     *,
     policy: RetryPolicy,
@@ -152,13 +157,15 @@ async def run_turn(
     """Run one turn to its stop reason, walking the ladder; a failure that ends it carries the
     partial output shown so far and the retries spent (`partial_output`, `retries`).
 
+    `prompt` is text or content blocks (files): resent verbatim when nothing happened yet; the
+    continuation prompt after a partial reply is text.
+
     `timeout` bounds the whole turn, retries and the waits between them included: each attempt
     gets what is left, and no retry starts that could not finish in time. An attempt that spent
     `policy.long_attempt` seconds or more before a transient error, without writing anything,
     was the agent retrying on its own: it is not retried from zero again."""
     transient_used = busy_used = reconnects_used = 0
     continued = False
-    prompt = text
     shown = ""  # text already delivered over earlier attempts
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -53,6 +53,9 @@ def _split_ids(value: object) -> object:
 
 UserIds = Annotated[list[str], NoDecode]
 
+# The kinds of file `SWITCHBOARD_FILE_TYPES` may allow (executables never are).
+FILE_TYPE_CATEGORIES = ("image", "audio", "video", "text", "pdf", "document", "archive")
+
 
 class RetrySettings(BaseModel):
     transient_retries: int = Field(default=3, ge=0, le=10)
@@ -158,6 +161,10 @@ class Settings(BaseSettings):
     state: str = Field(default_factory=_default_state_path)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()
+    # Files people attach (bot/attachments.py): per file, per message, which kinds.
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    max_files: int = Field(default=10, ge=0, le=100)
+    file_types: Annotated[list[str], NoDecode] = list(FILE_TYPE_CATEGORIES)
     telegram: TelegramSettings = TelegramSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
@@ -170,6 +177,20 @@ class Settings(BaseSettings):
         except ValueError as exc:  # an unbalanced quote or a trailing backslash
             raise ValueError(f"cannot be split into words ({exc}); check its quotes") from exc
         return value
+
+    @field_validator("file_types", mode="before")
+    @classmethod
+    def _file_categories(cls, value: object) -> object:
+        names = _split_ids(value)
+        if isinstance(names, list):
+            names = [str(name).lower() for name in names]
+            unknown = [name for name in names if name not in FILE_TYPE_CATEGORIES]
+            if unknown:
+                raise ValueError(
+                    f"unknown file type {unknown[0]!r}; choose from "
+                    + ", ".join(FILE_TYPE_CATEGORIES)
+                )
+        return names
 
     @classmethod
     def settings_customise_sources(

@@ -452,3 +452,73 @@ def test_an_agent_chunk_with_text_that_cannot_be_encoded_is_printed_valid(run_cl
     assert result.returncode == 0, result.stderr
     assert result.stdout == "a\ufffdbc [31m😀 \ufffd\n"
     assert result.stderr == ""
+
+
+# ---- files (--file) ---------------------------------------------------------------------------
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+
+
+def test_ask_file_sends_an_image_block_to_an_agent_that_takes_images(run_cli, fake_agent, tmp_path):
+    (tmp_path / "shot.png").write_bytes(PNG)
+    result = ask(
+        run_cli,
+        fake_agent,
+        "what is in it?",
+        "--file",
+        str(tmp_path / "shot.png"),
+        agent_opts=("--prompt-capabilities", '{"image": true}'),
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"[received: image image/png {len(PNG)}B]" in result.stdout
+    (frame,) = fake_agent.frames_in("session/prompt")
+    assert [b["type"] for b in frame["params"]["prompt"]] == ["text", "image"]
+    assert frame["params"]["prompt"][0]["text"] == "what is in it?"
+
+
+def test_ask_file_without_text_saves_files_in_the_workspace_inbox(run_cli, fake_agent, tmp_path):
+    (tmp_path / "a.txt").write_text("alpha\n")
+    (tmp_path / "b.pdf").write_bytes(b"%PDF-1.4\n")
+    result = ask(
+        run_cli, fake_agent, "", "--file", "a.txt", "--file", "b.pdf", "--cwd", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Echo: I am sending you these files: a.txt, b.pdf." in result.stdout
+    inbox = tmp_path / ".switchboard" / "inbox"
+    assert sorted(p.name for p in inbox.glob("*/*")) == ["a.txt", "b.pdf"]
+
+
+def test_ask_file_refuses_a_program_and_a_missing_path_in_one_sentence(
+    run_cli, fake_agent, tmp_path
+):
+    (tmp_path / "tool").write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 40)
+    refused = ask(run_cli, fake_agent, "", "--file", "tool")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "tool was not sent to the agent: it is a program, and Switchboard never accepts programs."
+    )
+    assert fake_agent.frames_in("session/prompt") == []
+    missing = ask(run_cli, fake_agent, "hi", "--file", "nope.png")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "Cannot attach nope.png: no such file or directory."
+    nothing = run_cli("ask")
+    assert nothing.returncode == 2 and "Nothing to ask" in nothing.stderr
+
+
+def test_files_in_the_agents_reply_are_one_line_each_in_ask(run_cli, fake_agent):
+    def content(block):  # type: ignore[no-untyped-def]
+        return {"update": {"sessionUpdate": "agent_message_chunk", "content": block}}
+
+    prompt = script(
+        {"chunk": "Here you go."},
+        content(
+            {"type": "resource_link", "uri": "file:///ws/out/report.pdf", "name": "report.pdf"}
+        ),
+        content({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
+        content({"type": "image", "data": "%%% not base64", "mimeType": "image/png"}),
+    )
+    result = ask(run_cli, fake_agent, prompt)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "Here you go.\n[file report.pdf: file:///ws/out/report.pdf]\n"
+        "[file image.png: 8 bytes, not shown]\n"
+    )

@@ -1002,3 +1002,27 @@ def test_doctor_names_an_agent_that_gives_no_agent_info_by_its_command(run_cli, 
     (starts,) = [line for line in result.stdout.splitlines() if "agent starts" in line]
     assert "initialize answered by python" in starts and "(no version given)" in starts
     assert "?" not in starts
+
+
+# ---- files (/file) ----------------------------------------------------------------------------
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+
+
+def test_chat_file_line_attaches_a_local_file_with_its_caption(chat, fake_agent, tmp_path):
+    (tmp_path / "my shot.png").write_bytes(PNG)
+    result = chat(
+        fake_agent,
+        ['/file "my shot.png" what is it?', "/file missing.png", "/file", "after"],
+        agent_opts=("--prompt-capabilities", '{"image": true}'),
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"Echo: what is it?\n\n[received: image image/png {len(PNG)}B]" in out
+    assert "Cannot attach missing.png: no such file or directory." in out
+    assert "Usage: /file PATH [caption]" in out
+    assert "Echo: after" in out
+    frames = fake_agent.frames_in("session/prompt")
+    assert [[b["type"] for b in f["params"]["prompt"]] for f in frames] == [
+        ["text", "image"],
+        ["text"],
+    ]

@@ -6,6 +6,7 @@ missing install fails instead of skipping."""
 
 from __future__ import annotations
 
+import base64
 import shlex
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def _agent_env(backend: str, home: Path, mock: MockModelServer | None) -> dict[s
     return real_agents.codex_env_mock(home, mock.url)
 
 
-def _ask(run_cli, backend, tmp_path, text, mock=None, timeout="60"):  # type: ignore[no-untyped-def]
+def _ask(run_cli, backend, tmp_path, text, mock=None, timeout="60", options=()):  # type: ignore[no-untyped-def]
     argv = _argv_or_skip(backend)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -56,6 +57,7 @@ def _ask(run_cli, backend, tmp_path, text, mock=None, timeout="60"):  # type: ig
         str(workspace),
         "--timeout",
         timeout,
+        *options,
         text,
         env=env,
         timeout=120,
@@ -121,3 +123,41 @@ def test_a_tool_call_is_reported_as_needing_approval_and_never_runs(
     assert "approval" in result.stderr
     assert "echo" in result.stderr  # the tool is named by its command
     assert not (workspace / MOCK_TOOL_OUTPUT_FILE).exists()
+
+
+# A real 1x1 PNG: the agent may check what it forwards.
+PIXEL_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f8cf000000030101001807a52c0000000049454e44ae426082"
+)
+
+
+def test_an_image_reaches_the_claude_model_request(run_cli, tmp_path, mock_model):
+    """claude-agent-acp advertises promptCapabilities.image: `ask --file` sends an image block,
+    which the agent forwards to the model as an Anthropic image content block."""
+    picture = tmp_path / "pixel.png"
+    picture.write_bytes(PIXEL_PNG)
+    result, _, workspace = _ask(
+        run_cli,
+        "claude",
+        tmp_path,
+        "SCN_TEXT what is in this picture?",
+        mock_model,
+        options=("--file", str(picture)),
+    )
+    assert result.returncode == 0, result.stderr
+    assert MOCK_TEXT in result.stdout
+    images = [
+        block
+        for request in mock_model.requests
+        if request.endpoint == "messages" and isinstance(request.body, dict)
+        for message in request.body.get("messages") or ()
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+    assert images, "no model request carried the image"
+    source = images[0]["source"]
+    assert source["media_type"] == "image/png"
+    assert base64.b64decode(source["data"]) == PIXEL_PNG
+    assert not (workspace / ".switchboard").exists()  # sent as an image, not saved

@@ -31,20 +31,27 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    IncomingFile,
+    MenuCommand,
     MessageRef,
     OnEvent,
+    OutgoingFile,
     SurfaceCapabilities,
     UserRef,
 )
 from surfaces.console.convert import (
+    FILE_USAGE,
     PROMPT,
     choice_menu,
     declining_choice,
+    parse_file_line,
     pick_choice,
     render,
     split_status,
 )
 from surfaces.console.input import TerminalEcho, read_lines
+from surfaces.errors import FileRefused
+from surfaces.local_files import LocalFileMissing, local_file
 
 CONSOLE_KEY = ConversationKey("console", "local")
 LOCAL_USER = UserRef("local", "you")
@@ -76,6 +83,10 @@ class ConsoleSurface:
             min_edit_interval=0.05,
             can_edit=True,  # streamed by appending, piped or not
             buttons=True,
+            # no uploads, no Stop button, no native menu: a terminal shows text
+            message_buttons=False,
+            max_upload_bytes=0,
+            agent_menus=False,
         )
         self._printed: dict[str, str] = {}
         self._live: set[str] = set()  # messages still streaming (no final edit yet)
@@ -119,7 +130,14 @@ class ConsoleSurface:
     def render(self, markdown: str) -> str:
         return render(markdown)
 
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),  # not shown: a terminal has /stop
+    ) -> MessageRef:
         ref = self._new_ref()
         answer = render(split_status(text)[0])
         self._printed[ref.id] = answer
@@ -133,7 +151,14 @@ class ConsoleSurface:
         self._write(answer)
         return ref
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
         answer = render(split_status(text)[0])
         shown = self._printed.get(ref.id, "")
         if answer.startswith(shown):
@@ -153,6 +178,10 @@ class ConsoleSurface:
             if ref.id == self._last_ref:
                 self._end_line()
             self._settle()
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
+        raise FileRefused("The terminal cannot show files", limit=0)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         return None  # a terminal streams by appending (edit), it has no drafts
@@ -183,6 +212,11 @@ class ConsoleSurface:
 
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         return None
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        return None  # never called: agent_menus is False (/help lists the agent's commands)
 
     async def close(self) -> None:
         self._live.clear()
@@ -243,13 +277,37 @@ class ConsoleSurface:
         self._ask_for_input()
         return True
 
+    def _attachment(self, line: str) -> tuple[str, tuple[IncomingFile, ...]] | None:
+        """The line's text and files: `/file PATH [caption]` attaches a local file. None when
+        the line names no file it can attach (said in one sentence)."""
+        parsed = parse_file_line(line)
+        if parsed is None:
+            return line, ()
+        path, caption = parsed
+        if not path:
+            self._say(FILE_USAGE)
+            return None
+        try:
+            return caption, (local_file(path),)
+        except LocalFileMissing as exc:
+            self._say(str(exc))
+            return None
+
     async def _submit(self, line: str, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> anyio.Event:
         handled = anyio.Event()
         if self._echo is not None and self._echo.hidden:
             self._say(PROMPT + line)  # typed while a reply streamed: shown after it
+        message = self._attachment(line)
+        if message is None:
+            handled.set()
+            self._settle()
+            return handled
+        text, files = message
         self._pending.add(handled)
         self._hide_echo()
-        await on_event(Inbound(CONSOLE_KEY, LOCAL_USER, line, _event_id(), handled=handled))
+        await on_event(
+            Inbound(CONSOLE_KEY, LOCAL_USER, text, _event_id(), handled=handled, files=files)
+        )
         tg.start_soon(self._settle_when, handled)  # on_event returns once queued: order is kept
         return handled
 

@@ -43,3 +43,24 @@ def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
 def declining_choice(choices: Sequence[Choice]) -> Choice | None:
     """The option that says no (the bot styles the reject options "danger"), if there is one."""
     return next((choice for choice in choices if choice.style == "danger"), None)
+
+
+FILE_COMMAND = "/file"
+FILE_USAGE = "Usage: /file PATH [caption] (quote a path that has spaces)."
+
+
+def parse_file_line(line: str) -> tuple[str, str] | None:
+    """`/file PATH [caption]` -> (path, caption); ("", "") when the path is missing or its
+    quotes do not close; None for any other line."""
+    text = line.strip()
+    head, _, rest = text.partition(" ")
+    if head != FILE_COMMAND:
+        return None
+    rest = rest.strip()
+    if rest[:1] in ("'", '"'):
+        end = rest.find(rest[0], 1)
+        if end < 0:  # the quote does not close
+            return "", ""
+        return rest[1:end], rest[end + 1 :].strip()
+    path, _, caption = rest.partition(" ")
+    return path, caption.strip()

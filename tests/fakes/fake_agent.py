@@ -53,6 +53,7 @@ carries "pid" and "t" (epoch seconds)): {"event":"start","argv"}, {"event":"chil
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -1330,6 +1331,71 @@ def _gate_install() -> None:
         REQUEST_HANDLERS[method] = around(REQUEST_HANDLERS[method])
 
 
+# ----------------------------------------------------------------------------- prompt content extras
+# (issue 13, files in.) What the agent takes besides text, and what it says it received:
+#   --prompt-capabilities JSON   agentCapabilities.promptCapabilities, e.g. '{"image": true}'
+# A prompt with blocks other than text is answered as if its text ended with one line naming them,
+# "[received: image image/png 68B | resource_link photo.png image/png 68B | resource x.txt 12
+# chars]", so the default echo (and any SCN_ scenario) shows what arrived; a SCRIPT: prompt is left
+# as it is (its JSON runs to the end of the text). The frame itself is in the log ("dir":"in").
+# A file in the reply is the `update` step with an agent_message_chunk whose content is an image,
+# audio, resource or resource_link block.
+
+
+def _files_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--prompt-capabilities", type=_json_arg)
+
+
+def _describe_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        return "invalid"
+    kind = str(block.get("type"))
+    if kind in ("image", "audio"):
+        data = block.get("data")
+        size = len(base64.b64decode(data)) if isinstance(data, str) else -1
+        return f"{kind} {block.get('mimeType')} {size}B"
+    if kind == "resource_link":
+        return f"{kind} {block.get('name')} {block.get('mimeType')} {block.get('size')}B"
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        text = resource.get("text") if isinstance(resource, dict) else None
+        name = str(resource.get("uri", "")).rsplit("/", 1)[-1] if isinstance(resource, dict) else ""
+        return f"{kind} {name} {len(text) if isinstance(text, str) else -1} chars"
+    return kind
+
+
+def _files_install() -> None:
+    if ARGS.prompt_capabilities is not None:
+        capabilities = {
+            "loadSession": not ARGS.no_load,
+            "promptCapabilities": ARGS.prompt_capabilities,
+        }
+        ARGS.init_result = {**(ARGS.init_result or {}), "agentCapabilities": capabilities}
+    plain_prompt = REQUEST_HANDLERS["session/prompt"]
+
+    def prompt(rid: Any, params: dict[str, Any]) -> None:
+        blocks = params.get("prompt")
+        if isinstance(blocks, list) and any(
+            not (isinstance(b, dict) and b.get("type") == "text") for b in blocks
+        ):
+            texts = " ".join(
+                str(b.get("text"))
+                for b in blocks
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+            if "SCRIPT:" not in texts:
+                others = [
+                    _describe_block(b)
+                    for b in blocks
+                    if not (isinstance(b, dict) and b.get("type") == "text")
+                ]
+                line = {"type": "text", "text": "\n[received: " + " | ".join(others) + "]"}
+                params = {**params, "prompt": [*blocks, line]}
+        plain_prompt(rid, params)
+
+    REQUEST_HANDLERS["session/prompt"] = prompt
+
+
 # ----------------------------------------------------------------------------- startup
 
 
@@ -1370,6 +1436,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--log", default=os.environ.get("FAKE_AGENT_LOG") or None)
     ap.add_argument("--state-dir", default=os.environ.get("FAKE_AGENT_STATE") or None)
     _gate_add_args(ap)  # tool gate extras
+    _files_add_args(ap)  # prompt content extras
     return ap.parse_args(argv)
 
 
@@ -1405,6 +1472,7 @@ def main(argv: list[str]) -> None:
     global ARGS, LOG_PATH, STATE_DIR, TEMP_STATE
     ARGS = parse_args(argv)
     _gate_install()  # tool gate extras
+    _files_install()  # prompt content extras
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)
