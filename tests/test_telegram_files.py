@@ -503,10 +503,13 @@ async def test_in_a_group_an_agent_command_with_the_bot_name_is_handed_over_in_i
 # ---- end to end: BotApp, this adapter, the fake Bot API and the scripted fake agent --------------
 # The engine's side of issue 13 (files in: bot/attachments.py, part A; progress, uploads and
 # menus: bot/progress.py, part B) lands on main separately; until both are there these wait.
+needs_intake = pytest.mark.skipif(
+    importlib.util.find_spec("bot.attachments") is None,
+    reason="the engine's intake of files (issue 13 part A) is not merged yet",
+)
 needs_engine = pytest.mark.skipif(
-    importlib.util.find_spec("bot.attachments") is None
-    or importlib.util.find_spec("bot.progress") is None,
-    reason="the engine side of issue 13 (parts A and B) is not merged yet",
+    importlib.util.find_spec("bot.progress") is None,
+    reason="the engine's progress, uploads and menus (issue 13 part B) are not merged yet",
 )
 IMAGES = ("--prompt-capabilities", '{"image": true}')
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 40
@@ -550,7 +553,7 @@ def said(api: FakeBotApi, chat: int, text: str) -> Any:
     return lambda: text in api.chat_text(chat)
 
 
-@needs_engine
+@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_a_photo_with_and_without_a_caption_reaches_the_agent_as_an_image_block(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -574,7 +577,7 @@ async def test_a_photo_with_and_without_a_caption_reaches_the_agent_as_an_image_
     assert not (tmp_path / ".switchboard").exists()
 
 
-@needs_engine
+@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_without_the_image_capability_a_photo_and_a_document_are_saved_and_linked(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -595,7 +598,7 @@ async def test_without_the_image_capability_a_photo_and_a_document_are_saved_and
     assert document[1]["type"] == "resource_link" and document[1]["name"] == "notes.txt"
 
 
-@needs_engine
+@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_an_oversized_and_a_forbidden_file_are_refused_with_a_sentence(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -614,6 +617,24 @@ async def test_an_oversized_and_a_forbidden_file_are_refused_with_a_sentence(
     assert "huge.bin was not sent to the agent: Telegram does not let bots download files" in text
     assert len(api.downloads) == 1  # the program, to read its bytes; the others were refused first
     assert all(block["type"] == "text" for blocks in prompts(fake_agent) for block in blocks)
+
+
+@needs_intake
+@pytest.mark.usefixtures("clean_env")
+async def test_an_album_is_one_prompt_and_a_game_is_answered_with_a_sentence(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    async with serving(app_settings(tmp_path, fake_agent, api, *IMAGES)):
+        api.post_album(ALICE.id, ALICE, [PNG, JPEG], "compare")
+        await wait_for(said(api, ALICE.id, "[received: image image/png"), "the album's reply", 15)
+        api.post_media(ALICE.id, ALICE, {"game": {"title": "g", "description": "d", "photo": []}})
+        await wait_for(said(api, ALICE.id, "The game was not sent"), "the game's answer", 15)
+    (album,) = prompts(fake_agent)  # the game reached no agent
+    assert [block["type"] for block in album] == ["text", "image", "image"]
+    assert album[0]["text"] == "compare"
+    assert "The game was not sent to the agent: An agent cannot play or read a Telegram game" in (
+        api.chat_text(ALICE.id)
+    )
 
 
 def _agent_block(content: dict[str, Any]) -> dict[str, Any]:
