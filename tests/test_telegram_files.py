@@ -745,3 +745,20 @@ async def test_the_agents_commands_reach_the_chats_menu_and_work_from_it(
         api.dm(ALICE, "/agent_status")
         await wait_for(lambda: "/status" in fake_agent.prompt_texts(), "the agent's /status", 15)
     assert "default" in api.scoped_commands  # ours stay the bot-wide menu
+
+
+@needs_engine
+@pytest.mark.usefixtures("clean_env")
+async def test_a_telegram_live_reply_has_no_stop_button_and_stop_stops_the_turn(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    # The live reply is a preview here (a draft in private chats, a message the adapter keeps
+    # in groups), which the engine gives no buttons: /stop is the way to stop a turn.
+    topic = api.add_topic(GROUP, ALICE)
+    hanging = script({"chunk": "working on it"}, {"hang": True})
+    async with serving(app_settings(tmp_path, fake_agent, api)):
+        api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} {hanging}", thread=topic)
+        await wait_for(said(api, GROUP, "working on it"), "the live message", 15)
+        api.post_message(GROUP, ALICE, f"/stop@{BOT_USERNAME}", thread=topic)
+        await wait_for(lambda: fake_agent.frames_in("session/cancel"), "the cancel", 15)
+    assert all(message.reply_markup is None for message in api.chat_messages(GROUP))
