@@ -5,7 +5,6 @@ chat's menu. The real python-telegram-bot, through our adapter, against the fake
 from __future__ import annotations
 
 import base64
-import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -501,16 +500,6 @@ async def test_in_a_group_an_agent_command_with_the_bot_name_is_handed_over_in_i
 
 
 # ---- end to end: BotApp, this adapter, the fake Bot API and the scripted fake agent --------------
-# The engine's side of issue 13 (files in: bot/attachments.py, part A; progress, uploads and
-# menus: bot/progress.py, part B) lands on main separately; until both are there these wait.
-needs_intake = pytest.mark.skipif(
-    importlib.util.find_spec("bot.attachments") is None,
-    reason="the engine's intake of files (issue 13 part A) is not merged yet",
-)
-needs_engine = pytest.mark.skipif(
-    importlib.util.find_spec("bot.progress") is None,
-    reason="the engine's progress, uploads and menus (issue 13 part B) are not merged yet",
-)
 IMAGES = ("--prompt-capabilities", '{"image": true}')
 ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 40
 
@@ -553,7 +542,6 @@ def said(api: FakeBotApi, chat: int, text: str) -> Any:
     return lambda: text in api.chat_text(chat)
 
 
-@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_a_photo_with_and_without_a_caption_reaches_the_agent_as_an_image_block(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -577,7 +565,6 @@ async def test_a_photo_with_and_without_a_caption_reaches_the_agent_as_an_image_
     assert not (tmp_path / ".switchboard").exists()
 
 
-@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_without_the_image_capability_a_photo_and_a_document_are_saved_and_linked(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -598,7 +585,6 @@ async def test_without_the_image_capability_a_photo_and_a_document_are_saved_and
     assert document[1]["type"] == "resource_link" and document[1]["name"] == "notes.txt"
 
 
-@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_an_oversized_and_a_forbidden_file_are_refused_with_a_sentence(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -619,7 +605,6 @@ async def test_an_oversized_and_a_forbidden_file_are_refused_with_a_sentence(
     assert all(block["type"] == "text" for blocks in prompts(fake_agent) for block in blocks)
 
 
-@needs_intake
 @pytest.mark.usefixtures("clean_env")
 async def test_an_album_is_one_prompt_and_a_game_is_answered_with_a_sentence(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -641,7 +626,6 @@ def _agent_block(content: dict[str, Any]) -> dict[str, Any]:
     return {"update": {"sessionUpdate": "agent_message_chunk", "content": content}}
 
 
-@needs_engine
 @pytest.mark.usefixtures("clean_env")
 async def test_an_image_and_a_file_from_the_agent_are_uploaded_as_photo_and_document(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -687,7 +671,6 @@ def _done(call_id: str) -> dict[str, Any]:
     return {"update": update}
 
 
-@needs_engine
 @pytest.mark.usefixtures("clean_env")
 async def test_in_a_group_the_plan_and_tools_show_in_the_live_message_and_the_footer_at_the_end(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -722,7 +705,6 @@ async def test_in_a_group_the_plan_and_tools_show_in_the_live_message_and_the_fo
     assert "Plan (" not in final.text
 
 
-@needs_engine
 @pytest.mark.usefixtures("clean_env")
 async def test_the_agents_commands_reach_the_chats_menu_and_work_from_it(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
@@ -747,7 +729,6 @@ async def test_the_agents_commands_reach_the_chats_menu_and_work_from_it(
     assert "default" in api.scoped_commands  # ours stay the bot-wide menu
 
 
-@needs_engine
 @pytest.mark.usefixtures("clean_env")
 async def test_a_telegram_live_reply_has_no_stop_button_and_stop_stops_the_turn(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
