@@ -61,7 +61,9 @@ class StreamingAgent:
         first_session: int = 0,
         clock: Callable[[], float] = time.perf_counter,
         pipe_items: int = PIPE_ITEMS,
+        tools: int = 0,
     ):
+        self.tools = tools  # with progress: a plan, then this many tool calls spread over it
         self.chars = chars
         self.chunk_chars = chunk_chars
         self.gap = gap
@@ -114,7 +116,9 @@ class StreamingAgent:
         conv = int(params["prompt"][0]["text"].split()[-1])
         clock = self.clock
         start = clock()
-        for index, chunk in enumerate(chunks_of(reply_text(conv, self.chars), self.chunk_chars)):
+        chunks = chunks_of(reply_text(conv, self.chars), self.chunk_chars)
+        progress = progress_updates(self.tools, len(chunks))
+        for index, chunk in enumerate(chunks):
             delay = start + index * self.gap - clock()
             if delay > 0:
                 await anyio.sleep(delay)
@@ -123,16 +127,60 @@ class StreamingAgent:
             if index == 0:
                 self.first_chunk[conv] = clock()
             content = {"type": "text", "text": chunk}
-            update = {"sessionUpdate": "agent_message_chunk", "content": content}
-            await self._write(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": session, "update": update},
-                }
-            )
+            text_update = {"sessionUpdate": "agent_message_chunk", "content": content}
+            updates = [*progress.get(index, ()), text_update]
+            for update in updates:
+                await self._write(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {"sessionId": session, "update": update},
+                    }
+                )
         stop = "cancelled" if session in self._cancelled else "end_turn"
         await self._write({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
+
+
+def progress_updates(tools: int, chunks: int) -> dict[int, list[dict[str, Any]]]:
+    """What a working agent says besides its text, by the chunk it goes before: its plan at the
+    start, re-sent as each step is done, and `tools` read calls spread over the reply, each
+    completed at the next chunk. Nothing when `tools` is 0."""
+    if not tools:
+        return {}
+    steps = [f"Step {n + 1} of the work" for n in range(4)]
+    at: dict[int, list[dict[str, Any]]] = {}
+
+    def plan(done: int) -> dict[str, Any]:
+        entries = [
+            {
+                "content": step,
+                "status": "completed" if n < done else "in_progress" if n == done else "pending",
+                "priority": "medium",
+            }
+            for n, step in enumerate(steps)
+        ]
+        return {"sessionUpdate": "plan", "entries": entries}
+
+    at.setdefault(0, []).append(plan(0))
+    for n in range(tools):
+        index = (n * chunks) // tools
+        call = f"call_{n}"
+        at.setdefault(index, []).append(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": call,
+                "title": f"Read file {n}",
+                "kind": "read",
+                "status": "in_progress",
+                "rawInput": {"path": f"src/module_{n}.py"},
+            }
+        )
+        at.setdefault(min(index + 1, chunks - 1), []).append(
+            {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "completed"}
+        )
+        if n % max(1, tools // len(steps)) == 0 and n:
+            at[index].append(plan(min(n * len(steps) // tools, len(steps))))
+    return at
 
 
 def agent_opener(

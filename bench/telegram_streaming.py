@@ -3,6 +3,7 @@
 
     python bench/telegram_streaming.py [--conversations 200] [--chars 6000] [--chunk-chars 100]
                                        [--chunk-gap 0.25] [--rate-interval 1.0] [--timeout 300]
+                                       [--progress]
 
 N people each DM the bot at the same moment; the agent answers each with a reply of `--chars`
 characters, streamed in chunks of `--chunk-chars` every `--chunk-gap` seconds. Everything real
@@ -21,11 +22,17 @@ Reported: API calls per reply (all, and by method), 429s received (target 0), ti
 agent's first chunk to the first visible text in the chat (a draft or message arriving at the
 fake) p50/p99, and time from the first chunk to the whole reply delivered. Each reply's visible
 text is checked against what the agent said. The work runs in a child process bounded by
-`--timeout`; human lines, then one JSON line; exit status 0 whatever the figures."""
+`--timeout`; human lines, then one JSON line; exit status 0 whatever the figures.
+
+`--progress` runs the same bench twice in one run, today's replies and then replies with progress
+(a plan, re-sent as its steps are done, and 10 tool calls per turn, shown in the live reply's
+status block), and prints both side by side: the target is the same order of calls per reply and
+0 429s; the final text of a progress reply also carries its tools summary line."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import tempfile
@@ -46,6 +53,7 @@ from bench._harness import reply_latencies  # noqa: E402
 from bench._platform import (  # noqa: E402
     FakeInThread,
     bench_settings,
+    child_outcome,
     report_child,
     run_beside,
     serving_app,
@@ -58,6 +66,15 @@ if TYPE_CHECKING:
 FIRST_USER = 100_000
 MESSAGE_METHODS = ("sendMessageDraft", "sendMessage", "editMessageText")
 AGENT_PIPE_ITEMS = 10_000  # writes the agent's pipes buffer before the writer waits
+PROGRESS_TOOLS = 10  # tool calls per turn in the --progress variant
+
+
+def _ends(text: str, marker: str, ending: list[str]) -> bool:
+    """Whether a chat shows the whole reply: its marker, then the tools line if one is due."""
+    words = text.split()
+    tail = words[len(words) - len(ending) :] if ending else []
+    body = words[: len(words) - len(ending)] if ending else words
+    return bool(body) and body[-1] == marker and tail == ending
 
 
 # ---- the child: one run ------------------------------------------------------------------------
@@ -83,8 +100,12 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeBotApi]) -> dict
                 surface.capabilities, min_edit_interval=args.min_edit_interval
             )
         agent = (args.chars, args.chunk_chars, args.chunk_gap)
-        opener = agent_opener(agent, first_chunk, pipe_items=AGENT_PIPE_ITEMS)
-        expected = {user: reply_text(conv, args.chars).split() for conv, user in enumerate(users)}
+        tools = PROGRESS_TOOLS if args.with_tools else 0
+        opener = agent_opener(agent, first_chunk, pipe_items=AGENT_PIPE_ITEMS, tools=tools)
+        ending = [] if not tools else f"Tools: {tools} reads".split()
+        expected = {
+            user: reply_text(conv, args.chars).split() + ending for conv, user in enumerate(users)
+        }
         done: set[int] = set()
         started = time.perf_counter()
         async with serving_app(settings, surface, opener):
@@ -106,7 +127,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeBotApi]) -> dict
                     done.update(
                         user
                         for user, text in texts.items()
-                        if text.endswith(f"END-{user - FIRST_USER}.")
+                        if _ends(text, f"END-{user - FIRST_USER}.", ending)
                     )
             finished = time.perf_counter()
 
@@ -137,6 +158,7 @@ async def _run(args: argparse.Namespace, fake: FakeInThread[FakeBotApi]) -> dict
     message_calls = sum(by_method.get(method, 0) for method in MESSAGE_METHODS)
     limited = sum(1 for _, chat, _, status in calls if status == 429 and chat in per_chat)
     return {
+        "variant": "progress" if tools else "plain",
         "conversations": replies,
         "reply_chars": args.chars,
         "chunk_chars": args.chunk_chars,
@@ -190,17 +212,44 @@ def _show(result: dict[str, Any]) -> None:
     print(f"  all replies done after:        {result['inject_to_all_done_s']} s")
 
 
+def _show_both(result: dict[str, Any]) -> None:
+    plain, progress = result["plain"], result["progress"]
+    for variant in (plain, progress):
+        if variant.get("ok"):
+            print(f"[{variant['variant']}]")
+            _show(variant)
+    if plain.get("ok") and progress.get("ok"):
+        print(
+            "  progress vs plain: calls per reply "
+            f"{progress['api_calls_per_reply']} vs {plain['api_calls_per_reply']}, "
+            f"429s {progress['http_429']} vs {plain['http_429']} (target: same order, 0)"
+        )
+
+
 def main(argv: list[str]) -> int:
     parser = streaming_parser(__doc__)
     parser.add_argument(
         "--min-edit-interval", type=float, help="override the surface's pacing (seconds per chat)"
     )
+    parser.add_argument(
+        "--progress", action="store_true", help="also run replies with a plan and 10 tool calls"
+    )
+    parser.add_argument("--with-tools", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
         return 0
-    return report_child(__file__, ["--child", *argv], args.timeout, _show)
+    if not args.progress:
+        return report_child(__file__, ["--child", *argv], args.timeout, _show)
+    rest = [arg for arg in argv if arg != "--progress"]
+    both = {
+        "plain": child_outcome(__file__, ["--child", *rest], args.timeout),
+        "progress": child_outcome(__file__, ["--child", "--with-tools", *rest], args.timeout),
+    }
+    _show_both(both)
+    print(json.dumps(both))
+    return 0
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
+from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
-from bot.chat_runner import ChatRunner
-from bot.commands import command_menu, parse_command, run_command
+from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
+from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
 from bot.faults import fault_sentence, log_fault
 from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
@@ -57,8 +57,10 @@ RELEASE_AFTER = 2.0
 # is kept; past this, the oldest show what a restarted bot shows until their next turn.
 MEMO_LIMIT = 10_000
 
-# What a released conversation's runner knew from the agent: its commands and context usage.
-_Memo = tuple[tuple[str, ...], UsageInfo | None]
+# What a released conversation's runner knew from the agent: its commands and context usage, and
+# what it had shown of them (the native menu, the context threshold last told), so a rebuilt
+# runner neither repeats a menu update nor a /compact hint.
+_Memo = tuple[tuple[str, ...], UsageInfo | None, tuple[AgentCommand, ...], int]
 
 
 class BotApp:
@@ -139,7 +141,7 @@ class BotApp:
             runner = self.runners[key] = ChatRunner(self, surface, key)
             memo = self._memos.pop(key, None)
             if memo is not None:
-                runner.agent_commands, runner.usage = memo
+                runner.agent_commands, runner.usage, runner.menu_shown, runner.compact_told = memo
         return runner
 
     def release_idle(self, now: float) -> None:
@@ -153,8 +155,13 @@ class BotApp:
         for key in idle:
             runner = self.runners.pop(key)
             runner.release()
-            if runner.agent_commands or runner.usage is not None:
-                self._memos[key] = (runner.agent_commands, runner.usage)
+            if runner.agent_commands or runner.usage is not None or runner.menu_shown:
+                self._memos[key] = (
+                    runner.agent_commands,
+                    runner.usage,
+                    runner.menu_shown,
+                    runner.compact_told,
+                )
                 if len(self._memos) > MEMO_LIMIT:
                     self._memos.popitem(last=False)
 
@@ -186,7 +193,10 @@ class BotApp:
             log.info("dropping a redelivered event %s", event.event_id)
             return False
         if isinstance(event, ChoiceAnswer):
-            await self.approvals.answer(event)
+            if event.token.startswith(STOP_TOKEN_PREFIX):
+                await self._stop_pressed(surface, event)
+            else:
+                await self.approvals.answer(event)
             return False
         runner = self.runner(surface, event.key)
         parsed = parse_command(surface.capabilities.command_prefixes, event.text)
@@ -198,6 +208,30 @@ class BotApp:
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
+
+    async def _stop_pressed(self, surface: Surface, press: ChoiceAnswer) -> None:
+        """A live reply's Stop button: what /stop does, for the person who asked, approvers
+        and admins; anyone else, or a press after the turn ended, is told why nothing happens."""
+        runner = self.runners.get(press.key)
+        if runner is None or not runner.stop_token or runner.stop_token != press.token:
+            await self._tell_presser(surface, press, "That reply has already finished.")
+            return
+        requester = runner.last_requester
+        requester_id = requester.id if requester is not None else ""
+        if not self.access.may_approve(press.key.surface, press.user, requester_id):
+            who = requester.label if requester is not None else "the person who asked"
+            await self._tell_presser(surface, press, f"Only {who} or an approver can stop this.")
+            log.info("refused a stop press from %s", press.user.id)
+            return
+        runner.stop_token = ""  # one press stops; a second finds the turn over
+        with runner.held():
+            await run_command(runner, ParsedCommand(STOP, ""))
+
+    async def _tell_presser(self, surface: Surface, press: ChoiceAnswer, text: str) -> None:
+        if press.notify is not None:
+            await press.notify(text)
+        else:  # no way to tell only them: the chat hears it
+            await self.deliver(surface, press.key, text)
 
     async def _event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
         runner = self.runners.get(event.key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -26,6 +27,8 @@ from acp import (
     AcpPromptBusy,
     AcpPromptStats,
     AcpRuntimeError,
+    AgentCommand,
+    AgentFile,
     EventKind,
     PendingPermission,
     SessionNotice,
@@ -35,22 +38,40 @@ from bot.agent_sessions import ConversationSessions
 from bot.attachments import FileLimits, Intake, prompt_for, take_in
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
+from bot.markdown_split import split_message
 from bot.notices import (
     SHUTDOWN_NOTE,
+    compact_hint,
+    compact_level,
+    context_percent,
     join_paragraphs,
     refusal_card_text,
     session_notice_text,
     stop_notice,
+    usage_footer,
 )
+from bot.outbound_files import deliver_files, reply_as_file
+from bot.progress import TICK_INTERVAL as PROGRESS_TICK
+from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
 from bot.store import JournalEntry
 from config import ConfigError, valid_text
-from surfaces.base import ConversationKey, Inbound, Surface, UserRef
+from surfaces.base import (
+    Choice,
+    ConversationKey,
+    Inbound,
+    MenuCommand,
+    OutgoingFile,
+    Surface,
+    UserRef,
+)
+from surfaces.errors import SurfaceError
+from surfaces.text import ellipsize
 
 # Callers know `refusal_card_text` as the runner's (it writes the card a refused turn ends with);
 # it lives in bot.notices with the other notices, shared with the CLI.
-__all__ = ["JOURNAL_TTL", "ChatRunner", "refusal_card_text"]
+__all__ = ["JOURNAL_TTL", "STOP_TOKEN_PREFIX", "ChatRunner", "refusal_card_text"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +80,12 @@ log = logging.getLogger(__name__)
 JOURNAL_TTL = 7 * 24 * 3600.0
 # Agent notices waiting to be said in one conversation; an agent that floods them loses the oldest.
 NOTICE_BACKLOG = 16
+# The live reply's Stop button hands back a token with this prefix (approval tokens have none).
+STOP_TOKEN_PREFIX = "stop:"
+FILES_KEPT = 50  # agent files remembered per turn; past it they are dropped with a log line
+# The agent's commands put into a platform menu, and how long each field may be.
+MENU_LIMIT = 100
+MENU_NAME_CHARS, MENU_TEXT_CHARS = 64, 200
 
 
 @dataclass(slots=True)
@@ -68,29 +95,47 @@ class _Queued:
 
 
 class _ChatOutput:
-    """A turn's output in a chat: text and tool status go to the live reply, approvals to the
-    broker. (The agent's commands and context usage are the session's state, kept in acp.)"""
+    """A turn's output in a chat: text and progress (plan, tools, elapsed time) go to the live
+    reply, the agent's files are kept for after the final, approvals go to the broker. (The
+    agent's commands and context usage are the session's state, kept in acp.)"""
 
     def __init__(self, runner: ChatRunner, reply: ReplyStream, requester: UserRef) -> None:
         self.runner = runner
         self.reply = reply
         self.requester = requester
         self.text = ""
+        self.progress = TurnProgress()
+        self.files: list[AgentFile] = []
+        self.started = time.monotonic()
+        self._ticking = anyio.CancelScope()
 
     def on_text(self, text: str) -> None:
         self.text += text
         self.reply.update(self.text)
 
+    def show_progress(self) -> None:
+        self.reply.set_status(self.progress.block(time.monotonic() - self.started))
+
+    async def tick(self) -> None:
+        """Refresh the elapsed time while the turn runs (the reply stream paces the edits and
+        skips one that changes nothing); `stop_ticking` ends it."""
+        with self._ticking:
+            while True:
+                await anyio.sleep(self.runner.tick_interval)
+                self.show_progress()
+
+    def stop_ticking(self) -> None:
+        self._ticking.cancel()
+
     async def on_event(self, event: AcpEvent) -> None:
-        kind = event.kind
-        if kind is EventKind.TOOL_CALL and event.tool is not None:
-            self.reply.set_status(f"running {event.tool.describe()}")
-        elif kind is EventKind.TOOL_UPDATE and event.tool is not None:
-            if event.tool.status in ("completed", "failed"):
-                self.reply.set_status(None)
-        elif kind is EventKind.TERMINAL_ACTIVITY and event.terminal is not None:
-            terminal = event.terminal
-            self.reply.set_status(None if terminal.exited else terminal.status_line())
+        if event.kind is EventKind.FILE and event.file is not None:
+            if len(self.files) < FILES_KEPT:
+                self.files.append(event.file)
+            else:
+                log.info("%s: more than %d agent files; dropping", self.runner.key, FILES_KEPT)
+            return
+        if self.progress.on_event(event):
+            self.show_progress()
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         runner = self.runner
@@ -99,7 +144,8 @@ class _ChatOutput:
         )
 
     async def on_retry(self, error: AcpError, delay: float) -> None:
-        self.reply.set_status("a temporary error; retrying")
+        self.progress.retrying()
+        self.show_progress()
 
 
 class ChatRunner:
@@ -129,6 +175,12 @@ class ChatRunner:
         self._turn_scope: anyio.CancelScope | None = None
         self._holds = 0  # commands answering here right now (`held`)
         self.idle_since = time.monotonic()  # when the last turn or command here ended
+        self.stop_token = ""  # the running turn's Stop button, where the surface shows one
+        self.tick_interval = PROGRESS_TICK  # how often a quiet turn refreshes its elapsed time
+        self.compact_told = 0  # the context threshold last suggested /compact for
+        self.menu_shown: tuple[AgentCommand, ...] = ()  # the agent menu the surface shows
+        self._menu_wanted: tuple[AgentCommand, ...] = ()
+        self._menu_syncing = False
 
     @property
     def agent_commands(self) -> tuple[str, ...]:
@@ -261,6 +313,7 @@ class ChatRunner:
             services.open_reply(self.surface, self.key) as reply,
         ):
             output = _ChatOutput(self, reply, requester)
+            self._live_extras(output)
             notice = ""
             try:
                 try:
@@ -278,6 +331,7 @@ class ChatRunner:
                     self.sessions.drop()
                 notice = valid_text(str(exc))  # may quote the agent
             except anyio.get_cancelled_exc_class():
+                self._end_live_extras(output)
                 with anyio.CancelScope(shield=True):
                     await services.finish_reply(
                         reply,
@@ -289,12 +343,123 @@ class ChatRunner:
             except Exception as exc:  # a fault of ours ends this turn, not the process
                 self.log_fault(exc, "answering")
                 notice = fault_sentence(exc)
-            final = (
+            self._end_live_extras(output)
+            final = join_paragraphs(
                 join_paragraphs(output.text, notice)
-                or "The agent finished without writing a reply."
+                or "The agent finished without writing a reply.",
+                self._turn_footer(output),
             )
+            final, whole = self._as_file(final)
             await services.finish_reply(reply, self.key, final, turn_id=turn_id)
             self._answered = True
+            await self._after_final(output, whole)
+
+    # ---- what a turn shows besides the agent's text ----------------------------------------
+
+    def _live_extras(self, output: _ChatOutput) -> None:
+        """The elapsed-time ticker, and the Stop button where the live message can carry one.
+        (Where the live reply is a draft, Telegram DMs, there is no message to carry it: /stop
+        is the way there.)"""
+        self.services.spawn(output.tick)
+        caps = self.surface.capabilities
+        if caps.message_buttons and caps.can_edit and not caps.drafts:
+            self.stop_token = f"{STOP_TOKEN_PREFIX}{uuid.uuid4().hex}"
+            output.reply.set_buttons([Choice(self.stop_token, "Stop", "danger")])
+
+    def _end_live_extras(self, output: _ChatOutput) -> None:
+        output.stop_ticking()
+        self.stop_token = ""  # a press from now on finds the turn over
+
+    def _turn_footer(self, output: _ChatOutput) -> str:
+        """The lines under the answer: a /compact suggestion when the context crossed 80% or 90%
+        (once per crossing), then the tools used and the context and cost, one line each. (The
+        prompt result's `usage` counts the turn's tokens but not the window they fill, so the
+        context share comes from the session's `usage_update`s.)"""
+        settings = self.services.settings
+        usage = self.usage
+        percent = context_percent(usage)
+        level = compact_level(percent)
+        hint = ""
+        if level > self.compact_told:
+            hint = compact_hint(level, self.surface.capabilities.command_prefixes[0])
+        if percent is not None:  # unknown context use leaves what was said in force
+            self.compact_told = level
+        lines = [
+            output.progress.tool_summary() if settings.tool_summary else "",
+            usage_footer(usage),
+        ]
+        return join_paragraphs(hint, "\n".join(line for line in lines if line))
+
+    def _as_file(self, final: str) -> tuple[str, OutgoingFile | None]:
+        """A reply longer than `reply_file_after` messages, where the surface takes uploads, is
+        a short summary here and the whole reply as a .md file after it."""
+        after = self.services.settings.reply_file_after
+        caps = self.surface.capabilities
+        if not after or not caps.max_upload_bytes:
+            return final, None
+        if len(split_message(final, caps.max_chars, caps.count)) <= after:
+            return final, None
+        summary, whole = reply_as_file(final)
+        if len(whole.data) > caps.max_upload_bytes:
+            return final, None
+        return summary, whole
+
+    async def _after_final(self, output: _ChatOutput, whole: OutgoingFile | None) -> None:
+        """After the answer is out: the long reply's file, the agent's files, and the agent's
+        command menu. Nothing here can undo the answer: a failure is a line, or a log line."""
+        notes: list[str] = []
+        if whole is not None:
+            try:
+                await self.surface.send_file(self.key, whole)
+            except SurfaceError as exc:
+                log.warning("%s: the reply as a file was refused: %s", self.key, exc)
+                # the summary alone would lose the answer
+                said = "The full reply could not be attached; here it is as text."
+                await self.say(join_paragraphs(said, whole.data.decode()))
+        if output.files:
+            try:
+                workspace = self.services.spec.workspace
+                notes = await deliver_files(self.surface, self.key, output.files, workspace)
+            except Exception as exc:  # a fault of ours: the files, not the turn
+                self.log_fault(exc, "delivering the agent's files")
+                notes = [fault_sentence(exc)]
+        if notes:
+            await self.say("\n".join(notes))
+        self.sync_agent_menu()
+
+    def sync_agent_menu(self) -> None:
+        """Put the agent's commands into the surface's own menu for this conversation when
+        the list changed: in a task of the app's (never on the frame reader's stack), one at a
+        time, a failure logged and tried again after the next turn."""
+        session = self.sessions.current
+        if not self.surface.capabilities.agent_menus or session is None:
+            return
+        self._menu_wanted = session.state.commands
+        if self._menu_wanted != self.menu_shown and not self._menu_syncing:
+            self._menu_syncing = True
+            self.services.spawn(self._sync_menu)
+
+    async def _sync_menu(self) -> None:
+        try:
+            while self._menu_wanted != self.menu_shown:
+                wanted = self._menu_wanted
+                menu = [
+                    MenuCommand(
+                        ellipsize(command.name, MENU_NAME_CHARS),
+                        ellipsize(" ".join(command.description.split()), MENU_TEXT_CHARS),
+                        ellipsize(" ".join(command.hint.split()), MENU_TEXT_CHARS),
+                    )
+                    for command in wanted[:MENU_LIMIT]
+                ]
+                try:
+                    with anyio.fail_after(self.services.settings.request_timeout):
+                        await self.surface.agent_command_menu(self.key, menu)
+                except Exception as exc:  # the menu is a convenience; /help lists them too
+                    log.warning("could not update %s's agent command menu: %r", self.key, exc)
+                    return
+                self.menu_shown = wanted
+        finally:
+            self._menu_syncing = False
 
     @asynccontextmanager
     async def _journalled(self, requester: UserRef) -> AsyncIterator[str]:

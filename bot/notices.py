@@ -6,6 +6,8 @@ and on a terminal."""
 
 from __future__ import annotations
 
+import math
+
 from acp import (
     STOP_REASON_CANCELLED,
     STOP_REASON_MAX_TOKENS,
@@ -14,6 +16,7 @@ from acp import (
     NoticeKind,
     RefusalInfo,
     SessionNotice,
+    UsageInfo,
     redact_links,
 )
 from surfaces.base import UserRef
@@ -107,3 +110,49 @@ def session_notice_text(notice: SessionNotice, requester: UserRef | None, prefix
     if notice.detail:
         return f"The agent switched to {notice.detail}."
     return "The agent switched to another agent configuration."
+
+
+# Context use at which a reply suggests compacting, highest first; each is said once per crossing.
+COMPACT_THRESHOLDS = (90, 80)
+_CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£"}
+
+
+def context_percent(usage: UsageInfo | None) -> float | None:
+    """How full the context window is, in percent, if the agent said enough to tell."""
+    if usage is None:
+        return None
+    if usage.percent is not None:
+        percent = usage.percent
+    elif usage.used is not None and usage.size:
+        percent = 100 * usage.used / usage.size
+    else:
+        return None
+    return min(max(percent, 0.0), 100.0) if math.isfinite(percent) else None
+
+
+def usage_footer(usage: UsageInfo | None) -> str:
+    """ "Context 42% · $0.18": context used and, when given, the cost ("" when neither is known)."""
+    parts = []
+    percent = context_percent(usage)
+    if percent is not None:
+        parts.append(f"Context {percent:.0f}%")
+    if usage is not None and usage.cost is not None and math.isfinite(usage.cost):
+        currency = usage.currency.strip().upper()[:8]
+        sign = _CURRENCY_SIGNS.get(currency or "USD")
+        amount = f"{usage.cost:.2f}"
+        parts.append(f"{sign}{amount}" if sign else f"{amount} {currency}")
+    return " · ".join(parts)
+
+
+def compact_level(percent: float | None) -> int:
+    """The highest of COMPACT_THRESHOLDS that `percent` reached (0: none)."""
+    if percent is None:
+        return 0
+    return next((level for level in COMPACT_THRESHOLDS if percent >= level), 0)
+
+
+def compact_hint(level: int, prefix: str = "/") -> str:
+    return (
+        f"The conversation uses {level}% of the agent's context; "
+        f"{prefix}compact summarises it to free room."
+    )

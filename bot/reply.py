@@ -21,14 +21,14 @@ output is never lost."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
 
 from bot.markdown_split import settled_parts, split_message
-from surfaces.base import STATUS_MARK, ConversationKey, MessageRef, Surface
+from surfaces.base import STATUS_MARK, Choice, ConversationKey, MessageRef, Surface
 from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.pacing import ChatPacer
 
@@ -42,6 +42,10 @@ OPERATION_TIMEOUT = 10.0  # seconds: longer than any platform SDK's own request 
 # offer us no delete, and stale text repeated below the answer would confuse more than a dot.
 _BLANK = "…"
 
+# The status block's bounds: the agent decides what goes into it.
+STATUS_LINES = 20
+STATUS_CHARS = 1500
+
 
 @dataclass(slots=True)
 class _Message:
@@ -51,6 +55,7 @@ class _Message:
     # edit, even with the same text, because that edit is how a surface learns the reply ended
     # (a native stream is stopped by it).
     formatted: bool = False
+    buttons: bool = False  # it carries the live reply's buttons (the final edit takes them off)
 
 
 class ReplyStream:
@@ -75,6 +80,8 @@ class ReplyStream:
         self._typing_interval = typing_interval
         self._text = ""
         self._status: str | None = None
+        self._buttons: tuple[Choice, ...] = ()
+        self._button_index = -1  # the live message that carries them: the last one
         self._changed = anyio.Event()
         self._messages: list[_Message] = []
         # off for good after a live failure that won't heal
@@ -98,9 +105,17 @@ class ReplyStream:
             self._changed.set()
 
     def set_status(self, text: str | None) -> None:
-        """A short line under the live text (e.g. "running: ls -la"); never part of the final."""
+        """A short block under the live text (e.g. "running: ls -la", or a plan and the tools
+        run so far), one line per line of `text`; never part of the final."""
         if self._final is None:
-            self._status = text
+            self._status = _status_block(text) if text else None
+            self._changed.set()
+
+    def set_buttons(self, buttons: Sequence[Choice]) -> None:
+        """Buttons the live message carries while the reply is live (a Stop button); the final
+        edit takes them off. Ignored where `capabilities.message_buttons` is false."""
+        if self._caps.message_buttons and self._final is None:
+            self._buttons = tuple(buttons)
             self._changed.set()
 
     async def finish(self, text: str) -> bool:
@@ -182,24 +197,37 @@ class ReplyStream:
         if index >= len(self._messages):
             return False
         message = self._messages[index]
+        if message.buttons != bool(self._buttons_for(index, formatted)):
+            return False
         return message.text == text and (message.formatted or not formatted)
+
+    def _buttons_for(self, index: int, formatted: bool) -> tuple[Choice, ...]:
+        """The live reply's buttons go on its last live message, never on final text."""
+        if formatted or self._final is not None or not self._buttons:
+            return ()
+        return self._buttons if index == self._button_index else ()
 
     async def _put(self, index: int, text: str, *, formatted: bool = False) -> None:
         """One operation: edit message `index` if it exists, else send it."""
         while len(self._messages) <= index:
             self._messages.append(_Message())
         message = self._messages[index]
+        buttons = self._buttons_for(index, formatted)
+        # Only passed where the surface takes them (set_buttons checks), and then always on an
+        # edit, so an edit without them takes the button off.
+        extra = {"buttons": buttons} if self._caps.message_buttons else {}
         if message.ref is None:
-            message.ref = await self._surface.send(self._key, text, formatted=formatted)
+            message.ref = await self._surface.send(self._key, text, formatted=formatted, **extra)
             self._typing_scope.cancel()  # the platform clears the indicator on a message
         else:
             try:
-                await self._surface.edit(message.ref, text, formatted=formatted)
+                await self._surface.edit(message.ref, text, formatted=formatted, **extra)
             except MessageGone:
                 message.ref, message.text = None, ""  # deleted or too old: send it anew
                 raise
         message.text = text
         message.formatted = formatted
+        message.buttons = bool(buttons)
 
     def _has_sent(self) -> bool:
         return any(message.ref is not None for message in self._messages)
@@ -209,9 +237,9 @@ class ReplyStream:
     def _live_text(self) -> str:
         if not self._status:
             return self._text
-        # The status is the last line and starts with STATUS_MARK, so a surface that cannot take
-        # back what it showed (a terminal) can tell it from the answer.
-        status = STATUS_MARK + " ".join(self._status.split())
+        # The status is the last paragraph and starts with STATUS_MARK, so a surface that cannot
+        # take back what it showed (a terminal) can tell it from the answer.
+        status = STATUS_MARK + self._status
         return f"{self._text}\n\n{status}" if self._text.strip() else status
 
     def _live_step(self) -> tuple[int, str, bool] | None:
@@ -233,6 +261,8 @@ class ReplyStream:
         settled = self._settle() if len(parts) > 1 else []  # the last part never settles
         if [source for source, _ in settled] != parts[: len(settled)]:
             settled = []  # never expected; the live split is then shown as it is
+        shown_pieces = sum(len(pieces) for _, pieces in settled)
+        self._button_index = shown_pieces + len(parts) - len(settled) - 1
         index = 0
         for _, pieces in settled:
             for piece in pieces:
@@ -314,6 +344,14 @@ class ReplyStream:
     async def _close(self) -> None:
         if self._outcome is None:
             await self.finish(self._final if self._final is not None else self._text)
+
+
+def _status_block(text: str) -> str:
+    """`text` as the status block: its non-blank lines, each whitespace-normalised, joined by
+    single newlines (no blank line inside: the block is one paragraph), bounded."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    block = "\n".join([line for line in lines if line][:STATUS_LINES])
+    return block[:STATUS_CHARS]
 
 
 def _in_flight() -> anyio.CancelScope:

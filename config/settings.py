@@ -158,6 +158,9 @@ class Settings(BaseSettings):
     queue_limit: int = Field(default=5, ge=1, le=100)
     runtime_idle: float = Field(default=900.0, gt=0)
     dedupe_ttl: float = Field(default=86400.0, gt=0)
+    # -- what a reply shows besides the answer (issue 13: progress and files out) --
+    tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
+    reply_file_after: int = Field(default=0, ge=0, le=1000)  # messages; 0: never as a .md file
     state: str = Field(default_factory=_default_state_path)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()

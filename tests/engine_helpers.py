@@ -26,8 +26,10 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    MenuCommand,
     MessageRef,
     OnEvent,
+    OutgoingFile,
     SurfaceCapabilities,
     UserRef,
     count_chars,
@@ -43,7 +45,8 @@ CHAT = ConversationKey(SURFACE, "chat-1")
 
 @dataclass
 class Call:
-    op: str  # send | edit | preview | typing | ask_choice | close_choice | notify
+    # send | edit | preview | typing | ask_choice | close_choice | notify | send_file | agent_menu
+    op: str
     text: str
     message: str = ""  # id of the message sent or edited
     key: ConversationKey | None = None
@@ -53,6 +56,9 @@ class Call:
     formatted: bool = False  # send/edit: the text is render() output
     at: float = field(default_factory=time.monotonic)
     error: SurfaceError | None = None
+    buttons: tuple[Choice, ...] = ()  # send/edit: the message's buttons
+    file: OutgoingFile | None = None  # send_file
+    menu: tuple[MenuCommand, ...] = ()  # agent_menu: the agent's commands shown
 
 
 class ScriptedSurface:
@@ -71,6 +77,10 @@ class ScriptedSurface:
         can_edit: bool = True,
         drafts: bool = False,
         render_with: Callable[[str], str] = lambda markdown: markdown,
+        message_buttons: bool = False,
+        max_upload_bytes: int = 0,
+        max_photo_bytes: int = 0,
+        agent_menus: bool = False,
     ) -> None:
         self.name = name
         self.capabilities = SurfaceCapabilities(
@@ -79,6 +89,10 @@ class ScriptedSurface:
             min_edit_interval=min_edit_interval,
             can_edit=can_edit,
             drafts=drafts,
+            message_buttons=message_buttons,
+            max_upload_bytes=max_upload_bytes,
+            max_photo_bytes=max_photo_bytes,
+            agent_menus=agent_menus,
         )
         self.render_with = render_with
         self.calls: list[Call] = []
@@ -149,13 +163,44 @@ class ScriptedSurface:
     def render(self, markdown: str) -> str:
         return self.render_with(markdown)
 
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
+        assert not buttons or self.capabilities.message_buttons, "buttons on a surface without"
         ref = MessageRef(key, str(next(self._ids)))
-        await self._record(Call("send", text, ref.id, key, formatted=formatted))
+        call = Call("send", text, ref.id, key, formatted=formatted, buttons=tuple(buttons))
+        await self._record(call)
         return ref
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
-        await self._record(Call("edit", text, ref.id, ref.key, formatted=formatted))
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
+        assert not buttons or self.capabilities.message_buttons, "buttons on a surface without"
+        call = Call("edit", text, ref.id, ref.key, formatted=formatted, buttons=tuple(buttons))
+        await self._record(call)
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        limit = self.capabilities.max_upload_bytes
+        assert len(file.data) <= limit, f"{file.name}: {len(file.data)} bytes past {limit}"
+        ref = MessageRef(key, str(next(self._ids)))
+        await self._record(Call("send_file", file.name, ref.id, key, file=file))
+        return ref
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        assert self.capabilities.agent_menus, "agent menus on a surface without"
+        await self._record(Call("agent_menu", "", "", key, menu=tuple(commands)))
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         await self._record(Call("preview", text, "", key))
@@ -225,6 +270,16 @@ class ScriptedSurface:
     # ---- what the chat shows ------------------------------------------------------------------
     def ops(self, *names: str) -> list[Call]:
         return [c for c in self.calls if c.op in names and c.error is None]
+
+    def buttons_shown(self) -> dict[str, tuple[Choice, ...]]:
+        """Message id -> the buttons it carries now."""
+        buttons: dict[str, tuple[Choice, ...]] = {}
+        for call in self.ops("send", "edit"):
+            buttons[call.message] = call.buttons
+        return buttons
+
+    def files(self) -> list[OutgoingFile]:
+        return [call.file for call in self.ops("send_file") if call.file is not None]
 
     def shown(self) -> dict[str, str]:
         """Message id -> the text it shows now, in the order the messages were sent."""

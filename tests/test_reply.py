@@ -17,6 +17,7 @@ from bot.markdown_split import settled_parts
 from bot.reply import open_reply, split_message
 from surfaces.base import (
     STATUS_MARK,
+    Choice,
     ConversationKey,
     MessageRef,
     count_chars,
@@ -584,3 +585,51 @@ async def test_streamed_fenced_replies_end_exactly_as_their_final_split_with_one
         assert list(surface.shown().values())[: len(expected)] == expected, final
         per_message = _formatted_per_message(surface)
         assert all(len(texts) == 1 for texts in per_message.values()), (final, per_message)
+
+
+@pytest.mark.anyio
+async def test_the_status_block_is_the_last_paragraph_one_line_per_line() -> None:
+    surface = recording_surface(max_chars=400)
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.update("Reading")
+        reply.set_status("working\n\n▸  Read   a.py\n✓ Search (x)\n" + "more\n" * 40)
+        await anyio.sleep(0.05)
+        live = surface.ops("send", "edit")[-1].text
+        answer, status = live.split("\n\n")  # no blank line inside the block
+        assert answer == "Reading"
+        lines = status.splitlines()
+        assert lines[:3] == [f"{STATUS_MARK}working", "▸ Read a.py", "✓ Search (x)"]
+        assert len(lines) == 20  # bounded
+        assert await reply.finish("Reading: done") is True
+    assert list(surface.shown().values()) == ["Reading: done"]
+
+
+@pytest.mark.anyio
+async def test_the_live_buttons_ride_on_the_last_live_message_and_the_final_takes_them_off() -> (
+    None
+):
+    surface = recording_surface(max_chars=40, message_buttons=True)
+    stop = Choice("stop:1", "Stop", "danger")
+    text = "word " * 20
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.set_buttons([stop])
+        for end in range(5, len(text), 5):
+            reply.update(text[:end])
+            await anyio.sleep(0.01)
+        await anyio.sleep(0.05)
+        carried = surface.buttons_shown()
+        assert len(carried) > 1
+        assert list(carried.values()) == [()] * (len(carried) - 1) + [(stop,)]
+        assert await reply.finish(text) is True
+    assert all(not buttons for buttons in surface.buttons_shown().values())
+
+
+@pytest.mark.anyio
+async def test_buttons_are_not_passed_where_the_surface_takes_none() -> None:
+    surface = recording_surface()  # the recording surface asserts no buttons reach it
+    async with open_reply(surface, KEY, fast_pacer()) as reply:
+        reply.set_buttons([Choice("stop:1", "Stop", "danger")])
+        reply.update("hello")
+        await anyio.sleep(0.05)
+        assert await reply.finish("hello") is True
+    assert all(not call.buttons for call in surface.calls)

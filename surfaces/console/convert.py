@@ -15,11 +15,12 @@ def render(markdown: str) -> str:
 
 
 def split_status(text: str) -> tuple[str, str]:
-    """(answer, status line) of a live reply."""
-    head, sep, tail = text.rpartition("\n")
+    """(answer, status block) of a live reply: the status is its last paragraph, whose first
+    line starts with STATUS_MARK (its lines are joined by single newlines)."""
+    head, sep, tail = text.rpartition("\n\n")
     if sep and tail.startswith(STATUS_MARK):
         return head.rstrip("\n"), tail[len(STATUS_MARK) :]
-    if text.startswith(STATUS_MARK) and "\n" not in text:
+    if text.startswith(STATUS_MARK) and "\n\n" not in text:
         return "", text[len(STATUS_MARK) :]
     return text, ""
 

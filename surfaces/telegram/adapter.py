@@ -1,11 +1,14 @@
 """The Telegram surface on python-telegram-bot. With `messages.py` (the paced message calls),
-`previews.py` (live previews), `webhook.py` and `errors.py`, the only code that imports
+`previews.py` (live previews), `files.py` (downloads and uploads), `menus.py` (the agent's
+commands in each chat's menu), `webhook.py` and `errors.py`, the only code that imports
 `telegram`.
 
 Receiving: long polling by default; webhook mode (`webhook.py`) when a webhook URL is set. PTB
 hands updates over concurrently; one lane per conversation (`surfaces.lanes`) hands one chat's
 messages to the bot in order while other chats go on at the same time. Button presses skip the
 lanes: they must be answered at once, and the bot takes them whatever else the chat is doing.
+A message's files travel with it as `IncomingFile`s the bot downloads when it decides to; an
+album's parts are gathered into one message first (`albums.py`).
 
 Sending: every call that posts or changes a message goes through the chat's pacer (see
 `messages.py`); while a reply is written, `preview` shows it live (`previews.py`) and the final
@@ -34,29 +37,41 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    IncomingFile,
+    MenuCommand,
     MessageRef,
     OnEvent,
+    OutgoingFile,
     SurfaceCapabilities,
     count_utf16,
 )
 from surfaces.bounded import BoundedMap
-from surfaces.errors import MessageGone, SendFailed, SurfaceError
+from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.lanes import Lanes
 from surfaces.pacing import GroupWindow, Pacing
 from surfaces.startup import retry_start_up
+from surfaces.telegram.albums import Album, Albums
 from surfaces.telegram.convert import (
     BotIdentity,
     GroupGate,
     Press,
+    Received,
     chat_and_thread,
     choice_rows,
     command_menu,
     fits_callback_data,
-    inbound_from_update,
     markdown_to_html,
     press_from_update,
+    received_from_update,
 )
 from surfaces.telegram.errors import BOT_API, log_polling_fault, unreachable
+from surfaces.telegram.files import (
+    MAX_DOWNLOAD_BYTES,
+    MAX_PHOTO_BYTES,
+    MAX_UPLOAD_BYTES,
+    FileTransfers,
+)
+from surfaces.telegram.menus import AgentMenus
 from surfaces.telegram.messages import MessageCalls
 from surfaces.telegram.previews import LivePreviews
 from surfaces.telegram.webhook import ALLOWED_UPDATES, Webhook
@@ -65,6 +80,7 @@ log = logging.getLogger(__name__)
 
 MAX_CHARS = 4096  # UTF-16 code units, after entity parsing
 ALIASES = 1000  # long choice tokens remembered by their short callback_data
+MAX_MENU_TRIES = 5  # setMyCommands calls for the bot-wide menu, 429s waited out between
 NOTICE_CHARS = 200  # Telegram's limit for the text of a callback query's answer
 
 # PTB's Application is generic in six context types this adapter never customises.
@@ -86,6 +102,8 @@ class TelegramSurface:
         press_answer_wait: float = 1.0,
         shutdown_timeout: float = 5.0,
         connection_pool_size: int = 32,
+        album_quiet: float = 0.8,
+        album_limit: float = 4.0,
     ) -> None:
         self.settings = settings
         # One message a second per chat is Telegram's rule (the chat's pacer spaces the bot's
@@ -102,6 +120,11 @@ class TelegramSurface:
             drafts=True,
             buttons=True,
             threads=True,
+            message_buttons=True,
+            max_upload_bytes=MAX_UPLOAD_BYTES,
+            max_photo_bytes=MAX_PHOTO_BYTES,
+            max_download_bytes=MAX_DOWNLOAD_BYTES,
+            agent_menus=True,
             pacing=self._pacing,
         )
         self._poll_timeout = poll_timeout
@@ -113,7 +136,12 @@ class TelegramSurface:
         self._previews = LivePreviews(
             self._messages, self._pacing, retry_interval=group_preview_interval
         )
-        self._lanes: Lanes[ConversationKey, Inbound] = Lanes(
+        self._files = FileTransfers(self._bot, self._messages)
+        self._agent_menus = AgentMenus(self._bot)
+        # Album parts wait a moment for the rest: `album_quiet` seconds without a new part,
+        # `album_limit` at most (see albums.py).
+        self._albums = Albums(quiet=album_quiet, limit=album_limit)
+        self._lanes: Lanes[ConversationKey, Inbound | Album] = Lanes(
             self._hand_over, failure="telegram: the bot failed to take a message in %s", logger=log
         )
         self._gate = GroupGate(frozenset(settings.allowed_chats))
@@ -122,6 +150,7 @@ class TelegramSurface:
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._aliases: BoundedMap[str, str] = BoundedMap(ALIASES)  # callback_data -> token
+        self._alias_of: BoundedMap[str, str] = BoundedMap(ALIASES)  # token -> callback_data
         self._alias_counter = itertools.count(1)
         self._ready = False
         self._connect_lock = anyio.Lock()
@@ -164,16 +193,22 @@ class TelegramSurface:
         return None
 
     async def _register_commands(self) -> None:
-        if not self._menu:
-            return
-        try:
-            await BOT_API.call(
-                (await self._bot()).set_my_commands(
-                    [BotCommand(name, description) for name, description in self._menu]
+        """The bot-wide menu; a 429 is waited out (a few times), anything else logged."""
+        for _ in range(MAX_MENU_TRIES):
+            if not self._menu:
+                return
+            try:
+                await BOT_API.call(
+                    (await self._bot()).set_my_commands(
+                        [BotCommand(name, description) for name, description in self._menu]
+                    )
                 )
-            )
-        except SurfaceError as exc:
-            log.warning("telegram: could not register the command menu: %s", exc)
+                return
+            except RateLimited as exc:
+                await anyio.sleep(exc.retry_after)
+            except SurfaceError as exc:
+                log.warning("telegram: could not register the command menu: %s", exc)
+                return
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def run(
@@ -194,6 +229,7 @@ class TelegramSurface:
             self._tg = tg
             self._lanes.open(tg)
             self._previews.open(tg)
+            self._agent_menus.open(tg)
             try:
                 await app.start()
                 if self.settings.webhook_url:
@@ -213,6 +249,7 @@ class TelegramSurface:
                 self._tg = None  # nothing new is started from here on
                 self._lanes.close()
                 self._previews.close()
+                self._agent_menus.close()
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
                     await self._stop_receiving()
                 tg.cancel_scope.cancel()
@@ -228,6 +265,7 @@ class TelegramSurface:
     async def close(self) -> None:
         """Close the connection, once the bot has delivered its last reply."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
+            await self._files.close()
             async with self._connect_lock:
                 if self.app.running:
                     await self.app.stop()
@@ -276,12 +314,33 @@ class TelegramSurface:
         if press is not None:
             tg.start_soon(self._take_press, press)
             return
-        inbound = inbound_from_update(data, self._me, self._gate)
-        if inbound is not None:
-            self._lanes.put(inbound.key, inbound)
+        message = data.get("message")
+        chat = str(message.get("chat", {}).get("id", "")) if isinstance(message, dict) else ""
+        received = received_from_update(data, self._me, self._gate, self._agent_menus.targets(chat))
+        if received is None:
+            return
+        files = self._incoming_files(received)
+        if received.album:
+            album = self._albums.add(received, files)
+            if album is not None:
+                self._lanes.put(received.key, album)
+            return
+        self._lanes.put(received.key, received.inbound(files))
 
-    async def _hand_over(self, inbound: Inbound) -> None:
+    def _incoming_files(self, received: Received) -> list[IncomingFile]:
+        files = [self._files.incoming(ref) for ref in received.files]
+        if received.refusal is not None:
+            files.append(self._files.refused(*received.refusal))
+        return files
+
+    async def _hand_over(self, item: Inbound | Album) -> None:
         assert self._on_event is not None
+        if isinstance(item, Album):
+            inbound = await self._albums.gathered(item)
+            if inbound is None:
+                return  # a group's album nobody addressed to the bot
+        else:
+            inbound = item
         await self._on_event(inbound)
 
     async def _take_press(self, press: Press) -> None:
@@ -331,17 +390,49 @@ class TelegramSurface:
         await answer(None)
 
     # ---- outbound ------------------------------------------------------------------------------
-    async def send(self, key: ConversationKey, text: str, *, formatted: bool = False) -> MessageRef:
-        adopted = await self._previews.take_over(key, text, formatted=formatted)
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
+        markup = self._keyboard(buttons)
+        adopted = await self._previews.take_over(
+            key, text, formatted=formatted, reply_markup=markup
+        )
         if adopted is not None:
             return MessageRef(key, str(adopted))
         chat, thread = chat_and_thread(key)
-        message = await self._messages.post(chat, thread, text, formatted=formatted)
+        message = await self._messages.post(
+            chat, thread, text, formatted=formatted, reply_markup=markup
+        )
         return MessageRef(key, str(message.message_id))
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
         chat, _ = chat_and_thread(ref.key)
-        await self._messages.edit_text(chat, int(ref.id), text, formatted=formatted)
+        await self._messages.edit_text(
+            chat, int(ref.id), text, formatted=formatted, reply_markup=self._keyboard(buttons)
+        )
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        return await self._files.upload(key, file)
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        """This chat's menu: ours and the agent's (a menu is per chat, so a forum's topics
+        share the one of the agent they last reported)."""
+        chat, _ = chat_and_thread(key)
+        await self._agent_menus.update(chat, self._menu, commands)
 
     async def preview(self, key: ConversationKey, text: str) -> None:
         await self._previews.show(key, text)
@@ -361,12 +452,7 @@ class TelegramSurface:
         allowed_users: Sequence[str],
     ) -> MessageRef:
         chat, thread = chat_and_thread(key)
-        buttons = [
-            InlineKeyboardButton(choice.label, callback_data=self._callback_data(choice.token))
-            for choice in choices
-        ]
-        rows = choice_rows([choice.label for choice in choices])
-        markup = InlineKeyboardMarkup([[buttons[index] for index in row] for row in rows])
+        markup = self._keyboard(choices)
         message = await self._messages.post(chat, thread, prompt, reply_markup=markup)
         return MessageRef(key, str(message.message_id))
 
@@ -381,10 +467,24 @@ class TelegramSurface:
             log.info("telegram: the approval message in %s is gone", ref.key)
 
     # ---- helpers -------------------------------------------------------------------------------
+    def _keyboard(self, choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
+        """Inline buttons whose presses come back as the choices' tokens (None: no buttons)."""
+        if not choices:
+            return None
+        buttons = [
+            InlineKeyboardButton(choice.label, callback_data=self._callback_data(choice.token))
+            for choice in choices
+        ]
+        rows = choice_rows([choice.label for choice in choices])
+        return InlineKeyboardMarkup([[buttons[index] for index in row] for row in rows])
+
     def _callback_data(self, token: str) -> str:
         """The token itself when it fits Telegram's 64 bytes, else a short alias of it."""
         if fits_callback_data(token):
             return token
-        alias = f"~{next(self._alias_counter)}"
-        self._aliases.remember(alias, token)
+        alias = self._alias_of.get(token)
+        if alias is None or self._aliases.get(alias) != token:  # a live message's Stop button
+            alias = f"~{next(self._alias_counter)}"  # keeps its alias through every edit
+            self._aliases.remember(alias, token)
+            self._alias_of.remember(token, alias)
         return alias

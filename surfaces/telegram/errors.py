@@ -2,9 +2,10 @@
 
 429 -> RateLimited; a blocked bot (403), a bad request, a migrated group or a rejected token ->
 SendFailed(transient=False); network trouble (timeouts, refused connections, 5xx) ->
-SendFailed(transient=True); a message that is gone -> MessageGone. Two refusals get classes of
-their own because the adapter answers them itself: "message is not modified" is success, and
-HTML that Telegram cannot parse is sent again as plain text."""
+SendFailed(transient=True); a message that is gone -> MessageGone; a file Telegram will not
+hand over (getFile: "file is too big") or take (413) -> FileRefused with a sentence. Two
+refusals get classes of their own because the adapter answers them itself: "message is not
+modified" is success, and HTML that Telegram cannot parse is sent again as plain text."""
 
 from __future__ import annotations
 
@@ -21,10 +22,20 @@ from telegram.error import (
     TelegramError,
 )
 
-from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.errors import FileRefused, MessageGone, RateLimited, SendFailed, SurfaceError
 from surfaces.platform_errors import ErrorMap, retry_after
 
-__all__ = ["BOT_API", "NotModified", "Rejected", "Unparsable", "log_polling_fault", "unreachable"]
+__all__ = [
+    "BOT_API",
+    "TOO_BIG_TO_DOWNLOAD",
+    "TOO_BIG_TO_UPLOAD",
+    "NotModified",
+    "PhotoRefused",
+    "Rejected",
+    "Unparsable",
+    "log_polling_fault",
+    "unreachable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,15 @@ class NotModified(Rejected):
     """The edit would not change the message."""
 
 
+class PhotoRefused(Rejected):
+    """Telegram would not take the picture as a photo (its dimensions, its format): it goes as
+    a document instead."""
+
+
+TOO_BIG_TO_DOWNLOAD = "Telegram does not let bots download files over 20 MB."
+TOO_BIG_TO_UPLOAD = "Telegram does not let bots upload files over 50 MB."
+
+
 def _bad_request(exc: BadRequest) -> SurfaceError:
     text = exc.message
     lowered = text.lower()
@@ -50,7 +70,18 @@ def _bad_request(exc: BadRequest) -> SurfaceError:
         return Unparsable(text, transient=False)
     if "message to edit not found" in lowered or "message can't be edited" in lowered:
         return MessageGone(text)
+    if "file is too big" in lowered:
+        return FileRefused(TOO_BIG_TO_DOWNLOAD)
+    if lowered.removeprefix("bad request: ").startswith("photo_") or "image_process" in lowered:
+        return PhotoRefused(text, transient=False)
     return Rejected(f"Telegram refused the request: {text}", transient=False)
+
+
+def _network(exc: NetworkError) -> SurfaceError:
+    # PTB reports HTTP 413 (an upload over Telegram's limit) as a NetworkError: no retry helps.
+    if "too large" in exc.message.lower():
+        return FileRefused(TOO_BIG_TO_UPLOAD)
+    return SendFailed(f"network error talking to Telegram: {exc.message}", transient=True)
 
 
 BOT_API = ErrorMap(
@@ -72,12 +103,7 @@ BOT_API = ErrorMap(
             InvalidToken,
             lambda exc: SendFailed(f"Telegram rejected the token: {exc.message}", transient=False),
         ),
-        (
-            NetworkError,  # timeouts, refused connections, 5xx
-            lambda exc: SendFailed(
-                f"network error talking to Telegram: {exc.message}", transient=True
-            ),
-        ),
+        (NetworkError, _network),  # timeouts, refused connections, 5xx, 413
         (TelegramError, lambda exc: SendFailed(f"Telegram error: {exc.message}", transient=False)),
     ]
 )

@@ -75,9 +75,16 @@ class MessageCalls:
         return message
 
     async def edit_text(
-        self, chat: int, message_id: int, text: str, *, formatted: bool = False
+        self,
+        chat: int,
+        message_id: int,
+        text: str,
+        *,
+        formatted: bool = False,
+        reply_markup: InlineKeyboardMarkup | None = None,
     ) -> None:
-        """Edit a message's text (dropping its buttons); an edit that changes nothing is fine."""
+        """Edit a message's text and set its buttons to `reply_markup` (None: they go); an
+        edit that changes nothing is fine."""
         bot = await self._bot()
         try:
             if formatted:
@@ -90,6 +97,7 @@ class MessageCalls:
                             message_id,
                             parse_mode=ParseMode.HTML,
                             link_preview_options=_NO_PREVIEWS,
+                            reply_markup=reply_markup,
                         ),
                     )
                     return
@@ -100,7 +108,11 @@ class MessageCalls:
             await self.paced(
                 chat,
                 lambda: bot.edit_message_text(
-                    plain, chat, message_id, link_preview_options=_NO_PREVIEWS
+                    plain,
+                    chat,
+                    message_id,
+                    link_preview_options=_NO_PREVIEWS,
+                    reply_markup=reply_markup,
                 ),
             )
         except NotModified:

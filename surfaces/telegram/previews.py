@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
+from telegram import InlineKeyboardMarkup
 
 from surfaces.base import ConversationKey
 from surfaces.errors import MessageGone, RateLimited, SurfaceError
@@ -143,7 +144,14 @@ class LivePreviews:
             live.flush_scheduled = False
 
     # ---- the final message -----------------------------------------------------------------
-    async def take_over(self, key: ConversationKey, text: str, *, formatted: bool) -> int | None:
+    async def take_over(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool,
+        reply_markup: InlineKeyboardMarkup | None = None,
+    ) -> int | None:
         """The reply's message is being sent: the next reply starts a fresh draft, and the
         conversation's live preview message, if any, is edited into `text` rather than left as a
         stale copy above it. Returns its id, or None if there was none (or it is gone)."""
@@ -157,7 +165,9 @@ class LivePreviews:
             message_id = live.message_id
             if message_id is not None:
                 try:
-                    await self._messages.edit_text(chat, message_id, text, formatted=formatted)
+                    await self._messages.edit_text(
+                        chat, message_id, text, formatted=formatted, reply_markup=reply_markup
+                    )
                 except MessageGone:
                     message_id = None
                 except BaseException:

@@ -19,7 +19,16 @@ answered once. Failures on demand: `fail_next(method, code, ...)` for the next N
 `garble_next(method, ...)` for answers PTB cannot parse (a bug nobody maps), `reset_next(method)`
 (the connection is reset instead of answered), users who
 blocked the bot (403), and optional per-chat rate enforcement (`rate_interval`: a second
-message-producing call in one chat within that many seconds gets 429 with `retry_after`)."""
+message-producing call in one chat within that many seconds gets 429 with `retry_after`).
+
+Files (issue 13): `store_file(data)` keeps bytes a person sent (`post_photo`, `post_document`,
+`post_voice`, `post_album`, `post_media` queue the updates carrying them); `getFile` answers
+a `file_path` (400 `file is too big` past 20 MB, as the cloud Bot API does) and
+`GET /file/bot<TOKEN>/<file_path>` serves the bytes (token checked); `sendPhoto` (10 MB) and
+`sendDocument` (50 MB; past it 413 `Request Entity Too Large`) take multipart uploads, kept in
+`uploads`; captions are checked against 1024 UTF-16 units. `setMyCommands` keeps each scope's
+list in `scoped_commands` (the default scope also in `commands`); inline keyboards sent with
+`sendMessage` / `editMessageText` stay on the message (`Message.reply_markup`)."""
 
 from __future__ import annotations
 
@@ -36,7 +45,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, ClassVar
 
-from aiohttp import ClientSession, web
+from aiohttp import BodyPartReader, ClientSession, web
 
 from tests.fakes.loopback import LoopbackServer
 
@@ -44,10 +53,21 @@ TOKEN = "123456789:TEST-fake-token-for-switchboard-tests-x"
 BOT_ID = 123456789
 BOT_USERNAME = "switchboard_test_bot"
 MAX_TEXT = 4096
+MAX_CAPTION = 1024
+MAX_DOWNLOAD = 20 * 1024 * 1024  # getFile, cloud Bot API
+MAX_PHOTO = 10 * 1024 * 1024  # sendPhoto
+MAX_UPLOAD = 50 * 1024 * 1024  # sendDocument and every multipart body
 GARBLED = 0  # a "failure" code: answered ok, with a result of the wrong shape
 # Calls that post or change a message: what Telegram's per-chat flood control counts.
 RATE_LIMITED_METHODS = frozenset(
-    {"sendMessage", "sendMessageDraft", "editMessageText", "editMessageReplyMarkup"}
+    {
+        "sendMessage",
+        "sendMessageDraft",
+        "editMessageText",
+        "editMessageReplyMarkup",
+        "sendPhoto",
+        "sendDocument",
+    }
 )
 _STRING_FIELDS = frozenset(
     {"text", "parse_mode", "url", "secret_token", "action", "callback_query_id", "caption"}
@@ -107,6 +127,7 @@ class Message:
     reply_to: Message | None = None
     edits: int = 0
     forum_topic_created: bool = False
+    media: dict[str, Any] | None = None  # photo / document / voice ... fields, as Telegram sends
 
     def as_dict(self) -> dict[str, Any]:
         message: dict[str, Any] = {
@@ -117,6 +138,10 @@ class Message:
         }
         if self.forum_topic_created:
             message["forum_topic_created"] = {"name": "topic", "icon_color": 7322096}
+        elif self.media is not None:
+            message.update(self.media)
+            if self.text:
+                message["caption"] = self.text
         else:
             message["text"] = self.text
         if self.thread is not None:
@@ -231,6 +256,11 @@ class FakeBotApi(LoopbackServer):
         self.chats: dict[int, dict[str, Any]] = {}
         self.drafts: list[tuple[int, int, str]] = []  # (chat id, draft id, text)
         self.commands: list[dict[str, Any]] = []
+        self.scoped_commands: dict[str, list[dict[str, Any]]] = {}  # scope key -> commands
+        self.files: dict[str, StoredFile] = {}  # file_id -> what a person sent
+        self.uploads: list[Upload] = []  # what the bot sent as photos and documents
+        self.downloads: list[str] = []  # file paths the bot fetched
+        self._file_ids = itertools.count(1)
         self.webhook: dict[str, Any] = {}
         self.answers: dict[str, dict[str, Any]] = {}  # callback query id -> answer params
         self.blocked: set[int] = set()  # chats whose user blocked the bot
@@ -249,6 +279,7 @@ class FakeBotApi(LoopbackServer):
     # ---- lifecycle ----------------------------------------------------------------------------
     def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
 
     async def _before_close(self) -> None:
         self._closing.set()  # long polls return now
@@ -311,6 +342,100 @@ class FakeBotApi(LoopbackServer):
         if entities:
             payload["entities"] = entities
         return self.push({"message": payload})
+
+    # ---- files people send (issue 13) --------------------------------------------------------
+    def store_file(
+        self, data: bytes, *, claimed_size: int | None = -1, **fields: Any
+    ) -> dict[str, Any]:
+        """Keep `data` as a file on Telegram's side; returns the file object a message carries
+        (`file_size` is the real size unless `claimed_size` says otherwise, None: absent)."""
+        number = next(self._file_ids)
+        file_id = f"FILE-{number}"
+        stored = StoredFile(file_id, f"documents/file_{number}", data)
+        self.files[file_id] = stored
+        size = len(data) if claimed_size == -1 else claimed_size
+        item = {"file_id": file_id, "file_unique_id": f"U{number}", **fields}
+        if size is not None:
+            item["file_size"] = size
+        return item
+
+    def post_media(
+        self,
+        chat_id: int,
+        user: User,
+        media: dict[str, Any],
+        caption: str = "",
+        *,
+        thread: int | None = None,
+        media_group: str | None = None,
+        reply_to: Message | None = None,
+    ) -> dict[str, Any]:
+        """Someone sends a message carrying `media` (e.g. {"sticker": {...}}) and a caption."""
+        chat = self.chats[chat_id]
+        message_id = next(self._message_ids)
+        if reply_to is None and thread is not None:
+            reply_to = self.messages.get((chat_id, thread))
+        fields = dict(media)
+        if media_group is not None:
+            fields["media_group_id"] = media_group
+        message = Message(
+            message_id,
+            chat,
+            user.as_dict(),
+            caption,
+            thread=thread,
+            reply_to=reply_to,
+            media=fields,
+        )
+        self.messages[(chat_id, message_id)] = message
+        payload = message.as_dict()
+        entities = _entities(caption)
+        if entities:
+            payload["caption_entities"] = entities
+        return self.push({"message": payload})
+
+    def photo_sizes(self, data: bytes, *, thumbnail: bytes = b"thumb") -> list[dict[str, Any]]:
+        """A photo as Telegram offers it: a small thumbnail, then the full size."""
+        return [
+            self.store_file(thumbnail, width=90, height=60),
+            self.store_file(data, width=1280, height=853),
+        ]
+
+    def post_photo(
+        self, chat_id: int, user: User, data: bytes, caption: str = "", **options: Any
+    ) -> dict[str, Any]:
+        return self.post_media(chat_id, user, {"photo": self.photo_sizes(data)}, caption, **options)
+
+    def post_document(
+        self,
+        chat_id: int,
+        user: User,
+        data: bytes,
+        name: str,
+        mime: str,
+        caption: str = "",
+        *,
+        claimed_size: int | None = -1,
+        **options: Any,
+    ) -> dict[str, Any]:
+        document = self.store_file(data, claimed_size=claimed_size, file_name=name, mime_type=mime)
+        return self.post_media(chat_id, user, {"document": document}, caption, **options)
+
+    def post_voice(self, chat_id: int, user: User, data: bytes, **options: Any) -> dict[str, Any]:
+        voice = self.store_file(data, duration=3, mime_type="audio/ogg")
+        return self.post_media(chat_id, user, {"voice": voice}, **options)
+
+    def post_album(
+        self, chat_id: int, user: User, photos: list[bytes], caption: str = "", **options: Any
+    ) -> list[dict[str, Any]]:
+        """Photos sent together: one update per part, the caption on the first."""
+        group = f"album-{next(self._file_ids)}"
+        return [
+            self.post_photo(
+                chat_id, user, data, caption if index == 0 else "", media_group=group, **options
+            )
+            for index, data in enumerate(photos)
+        ]
 
     def press(self, user: User, message: Message, data: str) -> dict[str, Any]:
         """Someone presses an inline button of `message`."""
@@ -409,9 +534,27 @@ class FakeBotApi(LoopbackServer):
         return "\n".join(message.text for message in self.chat_messages(chat_id))
 
     # ---- the HTTP side ------------------------------------------------------------------------
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.json_response(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
+            )
+        path = request.match_info["path"]
+        stored = next((file for file in self.files.values() if file.path == path), None)
+        if stored is None:
+            return web.json_response(
+                {"ok": False, "error_code": 404, "description": "Not Found"}, status=404
+            )
+        self.downloads.append(path)
+        return web.Response(body=stored.data, content_type="application/octet-stream")
+
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        params = await _read_params(request)
+        try:
+            params = await _read_params(request)
+        except ApiError as exc:  # an upload past what Telegram takes
+            self.calls.append(ApiCall(method, {}, time.perf_counter(), exc.code, exc.description))
+            return web.json_response(exc.body(), status=exc.code)
         call = ApiCall(method, params, time.perf_counter())
         self.calls.append(call)
         if self._resets.get(method, 0) > 0:
@@ -507,6 +650,61 @@ class FakeBotApi(LoopbackServer):
             "pending_update_count": len(self._updates),
         }
 
+    async def _m_getFile(self, params: dict[str, Any]) -> Any:
+        stored = self.files.get(str(params.get("file_id") or ""))
+        if stored is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if len(stored.data) > MAX_DOWNLOAD:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {
+            "file_id": stored.file_id,
+            "file_unique_id": f"U-{stored.file_id}",
+            "file_size": len(stored.data),
+            "file_path": stored.path,
+        }
+
+    def _media_message(
+        self, params: dict[str, Any], field_name: str, limit: int
+    ) -> tuple[dict[str, Any], Message, tuple[str, str, bytes]]:
+        chat = self._chat(params)
+        thread = self._thread(chat, params)
+        upload = params.get("_files", {}).get(field_name)
+        if upload is None:
+            raise ApiError(400, f"Bad Request: there is no {field_name} in the request")
+        if len(upload[2]) > limit:
+            raise ApiError(400, "Bad Request: file is too big")
+        caption = str(params.get("caption") or "")
+        if utf16_len(caption) > MAX_CAPTION:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        stored = self.store_file(upload[2], file_name=upload[0], mime_type=upload[1])
+        media: dict[str, Any] = (
+            {"photo": [dict(stored, width=800, height=600)]}
+            if field_name == "photo"
+            else {"document": stored}
+        )
+        message = Message(
+            next(self._message_ids),
+            chat,
+            dict(self.me),
+            caption,
+            thread=thread,
+            reply_markup=params.get("reply_markup") or None,
+            media=media,
+        )
+        self.messages[(chat["id"], message.message_id)] = message
+        self.uploads.append(
+            Upload(field_name, chat["id"], thread, upload[0], upload[1], upload[2], caption)
+        )
+        return chat, message, upload
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
+        _, message, _ = self._media_message(params, "photo", MAX_PHOTO)
+        return message.as_dict()
+
+    async def _m_sendDocument(self, params: dict[str, Any]) -> Any:
+        _, message, _ = self._media_message(params, "document", MAX_UPLOAD)
+        return message.as_dict()
+
     async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
         commands = params.get("commands")
         if not isinstance(commands, list) or len(commands) > 100:
@@ -516,7 +714,11 @@ class FakeBotApi(LoopbackServer):
                 raise ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
             if not 1 <= len(str(command.get("description", ""))) <= 256:
                 raise ApiError(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
-        self.commands = commands
+        scope = params.get("scope") or {"type": "default"}
+        key = scope_key(scope if isinstance(scope, dict) else {"type": "default"})
+        self.scoped_commands[key] = commands
+        if key == "default":
+            self.commands = commands
         return True
 
     async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
@@ -645,12 +847,65 @@ def _reset_connection(request: web.Request) -> None:
     transport.abort()
 
 
+def scope_key(scope: dict[str, Any]) -> str:
+    """`default`, `chat:<id>`, `chat_member:<id>:<user>`, ... for a BotCommandScope."""
+    parts = [str(scope.get("type", "default"))]
+    parts += [str(scope[name]) for name in ("chat_id", "user_id") if name in scope]
+    return ":".join(parts)
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    file_id: str
+    path: str
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot sent: `method` "photo" or "document"."""
+
+    method: str
+    chat_id: int
+    thread: int | None
+    name: str
+    mime: str
+    data: bytes = field(repr=False)
+    caption: str = ""
+
+
+async def _read_multipart(request: web.Request, fields: dict[str, Any]) -> dict[str, Any]:
+    """Form fields into `fields`; file parts as (name, content type, bytes), read up to the
+    50 MB Telegram takes in one request (past it 413, as Telegram answers)."""
+    files: dict[str, tuple[str, str, bytes]] = {}
+    total = 0
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            continue
+        data = bytearray()
+        while chunk := await part.read_chunk(256 * 1024):
+            data += chunk
+            total += len(chunk)
+            if total > MAX_UPLOAD:
+                raise ApiError(413, "Request Entity Too Large")
+        if part.filename is not None:
+            content_type = part.headers.get("Content-Type", "application/octet-stream")
+            files[str(part.name)] = (part.filename, content_type, bytes(data))
+        else:
+            fields[str(part.name)] = data.decode("utf-8")
+    return files
+
+
 async def _read_params(request: web.Request) -> dict[str, Any]:
     if request.content_type == "application/json":
         body = await request.json() if request.can_read_body else {}
         return dict(body) if isinstance(body, dict) else {}
     fields: dict[str, Any] = dict(request.query)
-    if request.can_read_body:
+    files: dict[str, tuple[str, str, bytes]] = {}
+    if request.can_read_body and request.content_type.startswith("multipart/"):
+        files = await _read_multipart(request, fields)
+    elif request.can_read_body:
         form = await request.post()
         fields.update({key: value for key, value in form.items() if isinstance(value, str)})
     params: dict[str, Any] = {}
@@ -662,6 +917,8 @@ async def _read_params(request: web.Request) -> dict[str, Any]:
             params[key] = json.loads(value)
         except ValueError:
             params[key] = value
+    if files:
+        params["_files"] = files
     return params
 
 
