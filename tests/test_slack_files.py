@@ -257,42 +257,42 @@ async def test_buttons_on_a_message_are_pressed_as_a_choice_and_an_edit_without_
     mode: str,
 ) -> None:
     async with slack(mode) as env:
-        # in a channel thread someone wrote in, where a reply would be streamed
-        thread = env.fake.next_ts()
-        await env.deliver(mention(CHANNEL, ALICE, f"{BOT} go", ts=thread))
-        await env.next_inbound()
-        key = ConversationKey("slack", CHANNEL, thread)
+        key = ConversationKey("slack", DM)  # the top of a DM: posted and updated
         ref = await env.surface.send(key, "working <on it>", buttons=[STOP])
         message = env.fake.messages[ref.id]
         assert [button["value"] for button in message.buttons] == [STOP.token]
         assert message.visible == "working &lt;on it&gt;"  # the fallback text, escaped
-        assert message.blocks[0]["text"] == {"type": "plain_text", "text": "working <on it>"}
+        assert message.blocks[0]["text"] == {"type": "mrkdwn", "text": "working &lt;on it&gt;"}
         await env.surface.edit(ref, "working more", buttons=[STOP])
         assert len(message.buttons) == 1 and "working more" in str(message.blocks)
-        await env.press(button_press(CHANNEL, ALICE, message, STOP.token))
+        await env.press(button_press(DM, ALICE, message, STOP.token))
         await wait_for(lambda: any(isinstance(e, ChoiceAnswer) for e in env.events), "a press")
         await env.surface.edit(ref, "*done*", formatted=True)
-        assert message.buttons == [] and message.text == "*done*"
+        assert message.blocks == [] and message.text == "*done*"
     answer = next(event for event in env.events if isinstance(event, ChoiceAnswer))
     assert (answer.token, answer.key, answer.user.id) == (STOP.token, key, ALICE)
-    assert env.fake.calls_to("chat.startStream") == []  # a stream cannot carry the button
 
 
-async def test_an_edit_bringing_buttons_to_a_stream_stops_it_and_goes_on_with_updates() -> None:
+async def test_a_streamed_reply_gets_its_buttons_when_its_stream_goes_quiet() -> None:
     async with slack("socket") as env:
         thread = env.fake.next_ts()
         await env.deliver(mention(CHANNEL, ALICE, f"{BOT} go", ts=thread))
         await env.next_inbound()
         key = ConversationKey("slack", CHANNEL, thread)
-        ref = await env.surface.send(key, "streamed")
-        assert env.fake.messages[ref.id].streaming
-        await env.surface.edit(ref, "streamed and more", buttons=[STOP])
+        ref = await env.surface.send(key, "streamed", buttons=[STOP])
         message = env.fake.messages[ref.id]
-    assert not message.streaming and [b["value"] for b in message.buttons] == [STOP.token]
-    assert [call.method for call in env.fake.calls if call.method.startswith("chat.")][-2:] == [
-        "chat.stopStream",
-        "chat.update",
-    ]
+        assert message.streaming and message.buttons == []  # a stream cannot carry them
+        await env.surface.edit(ref, "streamed and more", buttons=[STOP])
+        assert message.text == "streamed and more"  # appended to the stream
+        # the agent works without writing: the quiet stream is stopped, with the button
+        await wait_for(lambda: not message.streaming, "the quiet stream to stop")
+        assert [b["value"] for b in message.buttons] == [STOP.token]
+        stop = env.fake.calls_to("chat.stopStream")[-1]
+        assert stop.params["blocks"][0]["block_id"] == "switchboard-choice-live"
+        await env.surface.edit(ref, "streamed and more\n⋯ still working", buttons=[STOP])
+        assert "still working" in str(message.blocks) and len(message.buttons) == 1
+        await env.surface.edit(ref, "streamed and more, done", formatted=True)
+    assert message.blocks == [] and message.text == "streamed and more, done"
 
 
 # ---- the agent's commands and App Home -----------------------------------------------------------

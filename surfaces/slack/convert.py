@@ -442,20 +442,24 @@ def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]
 LIVE_BLOCK_ID = f"{BLOCK_ID}-live"  # the buttons on a reply (Stop), pressed like a choice's
 
 
-def message_blocks(text: str, buttons: Sequence[Choice], *, mrkdwn: bool) -> list[dict[str, Any]]:
-    """A message's text as sections (3,000 characters each; `mrkdwn`, else plain text shown as
-    typed), then its buttons."""
+def message_blocks(shown: str, buttons: Sequence[Choice]) -> list[dict[str, Any]]:
+    """A message's text (mrkdwn, escaped, as its `text` is) as sections of 3,000 characters,
+    then its buttons."""
     blocks: list[dict[str, Any]] = []
-    kind = "mrkdwn" if mrkdwn else "plain_text"
-    rest = text
+    rest = shown
     while rest.strip():
         cut = len(rest)
         if cut > SECTION_TEXT_LIMIT:
             cut = rest.rfind("\n", 0, SECTION_TEXT_LIMIT) + 1 or SECTION_TEXT_LIMIT
-        blocks.append({"type": "section", "text": {"type": kind, "text": rest[:cut]}})
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": rest[:cut]}})
         rest = rest[cut:]
-    blocks.append({"type": "actions", "block_id": LIVE_BLOCK_ID, "elements": _buttons(buttons, 0)})
+    blocks.append(button_block(buttons))
     return blocks
+
+
+def button_block(buttons: Sequence[Choice]) -> dict[str, Any]:
+    """The actions block of a reply's buttons."""
+    return {"type": "actions", "block_id": LIVE_BLOCK_ID, "elements": _buttons(buttons, 0)}
 
 
 def _buttons(choices: Sequence[Choice], start: int) -> list[dict[str, Any]]:

@@ -14,11 +14,13 @@
   message already shows, and Slack would otherwise keep the message "streaming") or before it
   nears Slack's limits (streams die after about 5 minutes, and carry at most about 12k
   characters): the message then goes on with `chat.update`, so nothing streamed is lost.
-* Buttons (the live reply's Stop): `chat.startStream` and `chat.appendStream` take no blocks
-  (only `chat.stopStream` does, when the reply is over and Stop means nothing), so a message sent
-  with buttons is posted, not streamed, its text in section blocks above an actions block, and
-  updated with `chat.update`; an edit that brings buttons to a stream stops it first. An edit
-  without buttons takes them off (`blocks: []`).
+* Buttons (the live reply's Stop): `chat.startStream` and `chat.appendStream` take no blocks;
+  only `chat.stopStream` does. So a streamed reply shows its buttons once its stream stops before
+  the reply is done (it went quiet: the agent is working without writing, which is when Stop is
+  wanted; or it neared Slack's limits): they are put at its bottom by `chat.stopStream`, and the
+  message goes on with `chat.update`. While words are streaming there is no button (`!stop`
+  works). A posted message carries them at once, its text in section blocks above an actions
+  block; an edit without buttons takes them off (`blocks: []`).
 * Streams are not used at the top level of a DM (they must be thread replies), when Slack says the
   method is unknown or not allowed (then never again), or when one fails to start (that message
   falls back to `chat.postMessage`)."""
@@ -37,7 +39,12 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
 from surfaces.errors import MessageGone, SurfaceError
-from surfaces.slack.convert import message_blocks, neutralise_markdown, split_status
+from surfaces.slack.convert import (
+    button_block,
+    message_blocks,
+    neutralise_markdown,
+    split_status,
+)
 from surfaces.slack.errors import NO_STREAMS, Refused
 from surfaces.slack.web_api import WebApi
 from surfaces.text import escape_angle_brackets
@@ -62,8 +69,10 @@ class _Posted:
     streaming: bool = False
     streamed: str = ""  # the (neutralised) Markdown the stream was given
     shown: str | None = None  # the text last posted or updated, when known
-    # the buttons it shows (None: unknown, e.g. a message from before a restart)
+    # the buttons it shows (None: unknown, e.g. a message from before a restart), and the ones
+    # the bot last asked for (a stream shows them only once it stops)
     buttons: tuple[Choice, ...] | None = ()
+    wanted: tuple[Choice, ...] = ()
     started: float = field(default_factory=time.monotonic)
     touched: float = field(default_factory=time.monotonic)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -95,20 +104,18 @@ class NativeStreams:
     async def send(
         self, key: ConversationKey, text: str, *, formatted: bool, buttons: Sequence[Choice] = ()
     ) -> str:
-        """Post `text` (streamed when it is live text in a thread we may stream in, and has no
-        buttons); its ts."""
-        if not formatted and not buttons and self._may_stream(key):
+        """Post `text` (streamed when it is live text in a thread we may stream in); its ts."""
+        if not formatted and self._may_stream(key):
             answer, _ = split_status(text)
             if answer.strip():
                 posted = await self._start(key, answer)
                 if posted is not None:
+                    posted.wanted = tuple(buttons)
                     return posted.ts
         shown = text if formatted else escape_angle_brackets(text)
         extra = {}
         if buttons:
-            extra["blocks"] = message_blocks(
-                shown if formatted else text, buttons, mrkdwn=formatted
-            )
+            extra["blocks"] = message_blocks(shown, buttons)
         response = await self._api.call(
             key.chat,
             self._api.web.chat_postMessage,
@@ -132,19 +139,15 @@ class NativeStreams:
             posted = _Posted(ref.key.chat, ref.id, buttons=None)
             self._posted.remember(ref.id, posted)
         async with posted.lock:
-            if posted.streaming:
-                if wanted:  # a stream cannot carry buttons: go on with chat.update
-                    await self._stop(posted, "")
-                elif await self._edit_stream(posted, text, formatted=formatted):
-                    return
+            posted.wanted = wanted
+            if posted.streaming and await self._edit_stream(posted, text, formatted=formatted):
+                return
             shown = text if formatted else escape_angle_brackets(text)
             if shown == posted.shown and wanted == posted.buttons:
                 return  # Slack would show the same again
             extra: dict[str, Any] = {}
             if wanted:
-                extra["blocks"] = message_blocks(
-                    shown if formatted else text, wanted, mrkdwn=formatted
-                )
+                extra["blocks"] = message_blocks(shown, wanted)
             elif posted.buttons != ():
                 extra["blocks"] = []  # take the buttons off
             await self._call_on(posted, self._api.web.chat_update, text=shown, **extra)
@@ -184,7 +187,7 @@ class NativeStreams:
                 log.info("slack: could not start a stream (%s); posting instead", exc.error)
             return None
         ts = str(response["ts"])
-        posted = _Posted(key.chat, ts, streaming=True, streamed=markdown)
+        posted = _Posted(key.chat, ts, streaming=True, streamed=markdown, buttons=())
         self._posted.remember(ts, posted)
         self._streams[ts] = posted
         return posted
@@ -219,17 +222,24 @@ class NativeStreams:
         await self._stop(posted, "")
         return False
 
-    async def _stop(self, posted: _Posted, delta: str) -> bool:
-        """Stop the stream, adding `delta`. Returns whether the message shows it all; False when
-        the stream had already ended (Slack ended it, or it was cut short)."""
+    async def _stop(self, posted: _Posted, delta: str, *, with_buttons: bool = False) -> bool:
+        """Stop the stream, adding `delta` (and, `with_buttons`, the buttons the bot wants at its
+        bottom). Returns whether the message shows it all; False when the stream had already
+        ended (Slack ended it, or it was cut short)."""
+        extra: dict[str, Any] = {}
+        if with_buttons and posted.wanted:
+            extra["blocks"] = [button_block(posted.wanted)]
         try:
-            await self._call_on(posted, self._api.web.chat_stopStream, markdown_text=delta or None)
+            await self._call_on(
+                posted, self._api.web.chat_stopStream, markdown_text=delta or None, **extra
+            )
         except (Refused, MessageGone) as exc:
             log.info("slack: stream %s was already over (%s)", posted.ts, exc)
             self._end(posted)
             return False
         posted.streamed += delta
         self._end(posted)
+        posted.buttons = posted.wanted if extra else ()
         return True
 
     def _end(self, posted: _Posted) -> None:
@@ -261,7 +271,7 @@ class NativeStreams:
                         if not posted.streaming:
                             continue
                         try:
-                            await self._stop(posted, "")
+                            await self._stop(posted, "", with_buttons=True)
                         except SurfaceError as exc:
                             log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
                         except Exception:  # unmapped: give this stream up, keep the others
