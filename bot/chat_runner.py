@@ -358,11 +358,11 @@ class ChatRunner:
 
     def _live_extras(self, output: _ChatOutput) -> None:
         """The elapsed-time ticker, and the Stop button where the live message can carry one.
-        (Where the live reply is a draft, Telegram DMs, there is no message to carry it: /stop
-        is the way there.)"""
+        (A live preview that is a draft bubble, Telegram's private chats, cannot: the surface
+        leaves the button out there, and /stop is the way.)"""
         self.services.spawn(output.tick)
         caps = self.surface.capabilities
-        if caps.message_buttons and caps.can_edit and not caps.drafts:
+        if caps.message_buttons and (caps.can_edit or caps.drafts):
             self.stop_token = f"{STOP_TOKEN_PREFIX}{uuid.uuid4().hex}"
             output.reply.set_buttons([Choice(self.stop_token, "Stop", "danger")])
 

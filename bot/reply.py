@@ -310,7 +310,10 @@ class ReplyStream:
     async def _try_live(self, index: int, text: str, formatted: bool) -> None:
         try:
             if index < 0:
-                await self._surface.preview(self._key, text)
+                if self._caps.message_buttons and self._buttons:
+                    await self._surface.preview(self._key, text, buttons=self._buttons)
+                else:
+                    await self._surface.preview(self._key, text)
                 self._previewed = text
                 self._typing_scope.cancel()
             else:

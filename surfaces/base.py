@@ -249,8 +249,12 @@ class Surface(Protocol):
         with files within `capabilities.max_upload_bytes`."""
         ...
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
-        """Show an ephemeral live preview (only called when `capabilities.drafts`)."""
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
+        """Show an ephemeral live preview (only called when `capabilities.drafts`), with the
+        live reply's `buttons` where the preview is a message that can carry them (only passed
+        when `capabilities.message_buttons`)."""
         ...
 
     async def ask_choice(

@@ -202,8 +202,11 @@ class ScriptedSurface:
         assert self.capabilities.agent_menus, "agent menus on a surface without"
         await self._record(Call("agent_menu", "", "", key, menu=tuple(commands)))
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
-        await self._record(Call("preview", text, "", key))
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
+        assert not buttons or self.capabilities.message_buttons, "buttons on a surface without"
+        await self._record(Call("preview", text, "", key, buttons=tuple(buttons)))
 
     async def typing(self, key: ConversationKey) -> None:
         await self._record(Call("typing", "", "", key))

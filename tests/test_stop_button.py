@@ -93,19 +93,33 @@ async def test_a_press_after_the_turn_is_answered_and_stops_nothing(
     assert len(fake_agent.frames_in("session/cancel")) == 2
 
 
-@pytest.mark.parametrize("kind", ["no message buttons", "drafts"])
-async def test_no_button_where_the_live_reply_cannot_carry_one(
-    tmp_path: Path, fake_agent: FakeAgent, kind: str
+async def test_no_button_where_the_surface_has_no_message_buttons(
+    tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
-    if kind == "drafts":  # a draft is no message: /stop is the way there
-        surface = ScriptedSurface(message_buttons=True, drafts=True)
-    else:
-        surface = ScriptedSurface()
+    surface = ScriptedSurface()
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         turn = surface.post(surface.message("alice", HANGING))
         await wait_for(
-            lambda: any("working on it" in c.text for c in surface.ops("send", "edit", "preview")),
+            lambda: any("working on it" in c.text for c in surface.ops("send", "edit")),
             "the live text",
         )
         await finished(surface.post(surface.message("alice", "/stop")), turn)
     assert all(not call.buttons for call in surface.calls)
+
+
+async def test_a_live_preview_is_handed_the_button_and_the_final_messages_carry_none(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    # The surface shows it where its preview is a message (a Telegram group) and leaves it out
+    # of a draft bubble (a Telegram private chat).
+    surface = ScriptedSurface(message_buttons=True, drafts=True)
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", HANGING))
+        await wait_for(
+            lambda: any("working on it" in c.text for c in surface.ops("preview")),
+            "the live preview",
+        )
+        await finished(surface.post(surface.message("alice", "/stop")), turn)
+    previews = surface.ops("preview")
+    assert previews and all([b.label for b in c.buttons] == ["Stop"] for c in previews)
+    assert all(not call.buttons for call in surface.ops("send", "edit"))

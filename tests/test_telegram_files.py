@@ -730,16 +730,33 @@ async def test_the_agents_commands_reach_the_chats_menu_and_work_from_it(
 
 
 @pytest.mark.usefixtures("clean_env")
-async def test_a_telegram_live_reply_has_no_stop_button_and_stop_stops_the_turn(
+async def test_a_groups_live_message_carries_a_stop_button_that_stops_the_turn(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
 ) -> None:
-    # The live reply is a preview here (a draft in private chats, a message the adapter keeps
-    # in groups), which the engine gives no buttons: /stop is the way to stop a turn.
     topic = api.add_topic(GROUP, ALICE)
     hanging = script({"chunk": "working on it"}, {"hang": True})
     async with serving(app_settings(tmp_path, fake_agent, api)):
         api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} {hanging}", thread=topic)
         await wait_for(said(api, GROUP, "working on it"), "the live message", 15)
-        api.post_message(GROUP, ALICE, f"/stop@{BOT_USERNAME}", thread=topic)
+        (live,) = api.chat_messages(GROUP)
+        assert live.reply_markup is not None
+        ((button,),) = live.reply_markup["inline_keyboard"]
+        assert button["text"] == "Stop"
+        api.press(ALICE, live, button["callback_data"])
         await wait_for(lambda: fake_agent.frames_in("session/cancel"), "the cancel", 15)
+        await wait_for(said(api, GROUP, "The turn was stopped."), "the stopped reply", 15)
     assert all(message.reply_markup is None for message in api.chat_messages(GROUP))
+
+
+@pytest.mark.usefixtures("clean_env")
+async def test_a_private_chats_draft_has_no_stop_button_and_stop_stops_the_turn(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    # A draft bubble takes no keyboard: in private chats /stop is the way to stop a turn.
+    hanging = script({"chunk": "working on it"}, {"hang": True})
+    async with serving(app_settings(tmp_path, fake_agent, api)):
+        api.dm(ALICE, hanging)
+        await wait_for(lambda: api.calls_to("sendMessageDraft"), "the draft", 15)
+        api.dm(ALICE, "/stop")
+        await wait_for(lambda: fake_agent.frames_in("session/cancel"), "the cancel", 15)
+    assert all(message.reply_markup is None for message in api.chat_messages(ALICE.id))

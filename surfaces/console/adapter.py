@@ -183,7 +183,9 @@ class ConsoleSurface:
         # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
         raise FileRefused("The terminal cannot show files", limit=0)
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
         return None  # a terminal streams by appending (edit), it has no drafts
 
     async def ask_choice(

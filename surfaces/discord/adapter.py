@@ -429,7 +429,9 @@ class DiscordSurface:
         )
         return MessageRef(key, str(message.id))
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
         return None  # Discord has no drafts: the bot streams by editing
 
     async def typing(self, key: ConversationKey) -> None:

@@ -434,8 +434,11 @@ class TelegramSurface:
         chat, _ = chat_and_thread(key)
         await self._agent_menus.update(chat, self._menu, commands)
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
-        await self._previews.show(key, text)
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
+        # a draft bubble takes no keyboard; a group's live message does
+        await self._previews.show(key, text, reply_markup=self._keyboard(buttons))
 
     async def typing(self, key: ConversationKey) -> None:
         chat, thread = chat_and_thread(key)

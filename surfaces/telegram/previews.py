@@ -42,6 +42,7 @@ class _Live:
     pending: str | None = None  # newest preview text not shown yet
     flush_scheduled: bool = False
     closed: bool = False  # taken over by a final send
+    markup: InlineKeyboardMarkup | None = None  # the live reply's buttons (a Stop button)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -67,7 +68,9 @@ class LivePreviews:
         self._tg = None
 
     # ---- showing ---------------------------------------------------------------------------
-    async def show(self, key: ConversationKey, text: str) -> None:
+    async def show(
+        self, key: ConversationKey, text: str, *, reply_markup: InlineKeyboardMarkup | None = None
+    ) -> None:
         chat, thread = chat_and_thread(key)
         if is_private(key) and chat not in self._no_drafts:
             draft_id = self._draft_ids.get(key)
@@ -81,13 +84,16 @@ class LivePreviews:
                     "telegram: drafts refused in chat %s (%s); previews as messages", chat, exc
                 )
                 self._no_drafts.add(chat)
-        await self._show_live(key, text)
+        await self._show_live(key, text, reply_markup)
 
-    async def _show_live(self, key: ConversationKey, text: str) -> None:
+    async def _show_live(
+        self, key: ConversationKey, text: str, reply_markup: InlineKeyboardMarkup | None
+    ) -> None:
         live = self._lives.get(key)
         if live is None:
             live = self._lives[key] = _Live()
         live.pending = text
+        live.markup = reply_markup
         if live.flush_scheduled:
             return  # the scheduled flush shows the newest text
         wait = self._wait(key)
@@ -109,10 +115,12 @@ class LivePreviews:
             if live.closed or text is None or text == live.shown:
                 return
             try:
+                markup = live.markup
                 if live.message_id is None:
-                    live.message_id = (await self._messages.post(chat, thread, text)).message_id
+                    posted = await self._messages.post(chat, thread, text, reply_markup=markup)
+                    live.message_id = posted.message_id
                 else:
-                    await self._messages.edit_text(chat, live.message_id, text)
+                    await self._messages.edit_text(chat, live.message_id, text, reply_markup=markup)
             except MessageGone:
                 live.message_id, live.shown = None, ""
                 raise
