@@ -124,13 +124,18 @@ def typed(text: str) -> str:
 
 def surface_for(fake: FakeSlack, mode: str, **options: Any) -> SlackSurface:
     values: dict[str, Any] = {"min_edit_interval": 0.05, "stream_idle": 0.3, **options}
+    access: dict[str, Any] = {"allowed_users": [ALICE, BOB], "approvers": [CAROL]}  # slack_bot's
     if mode == "socket":
         return SlackSurface(
-            SlackSettings(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url),
+            SlackSettings(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, **access),
             **values,
         )
     settings = SlackSettings(
-        bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=fake.api_url, listen="127.0.0.1"
+        bot_token=BOT_TOKEN,
+        signing_secret=SIGNING_SECRET,
+        api_url=fake.api_url,
+        listen="127.0.0.1",
+        **access,
     )
     # Port 0 (any free port), which the settings refuse to a person.
     return SlackSurface(settings.model_copy(update={"port": 0}), **values)

@@ -27,7 +27,7 @@ from surfaces.base import (
 from surfaces.errors import FileRefused
 from surfaces.slack.adapter import SlackSurface
 from surfaces.slack.convert import files_of
-from tests.conftest import FakeAgent
+from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -35,6 +35,7 @@ from tests.fakes.slack_api import (
     BOT_USER_ID,
     SIGNING_SECRET,
     FakeSlack,
+    Message,
     SignedPoster,
     button_press,
     channel_message,
@@ -44,7 +45,7 @@ from tests.fakes.slack_api import (
     home_opened,
     mention,
 )
-from tests.test_slack import DMS, SlackEnv, slack_bot
+from tests.test_slack import BOB, DMS, SlackEnv, slack_bot
 
 pytestmark = pytest.mark.anyio
 
@@ -440,3 +441,172 @@ async def test_a_file_slack_hides_is_answered_with_slacks_reason(
         await share_in_dm(env, ALICE, "this one", hidden)
         said = await env.answered(DMS[ALICE], "", "storage limit")
     assert "old.pdf" in said and "storage limit" in said
+
+
+# ---- end to end: the agent's files, progress, Stop, the footer, the agent's commands -------------
+def _agent_block(content: dict[str, Any]) -> dict[str, Any]:
+    return {"update": {"sessionUpdate": "agent_message_chunk", "content": content}}
+
+
+PLAN = {
+    "sessionUpdate": "plan",
+    "entries": [
+        {"content": "Read the parser", "status": "completed", "priority": "high"},
+        {"content": "Fix the off-by-one", "status": "in_progress", "priority": "high"},
+        {"content": "Run the tests", "status": "pending", "priority": "medium"},
+    ],
+}
+PLAN_SHOWN = "Plan (1/3):\n✓ Read the parser\n▸ Fix the off-by-one\n○ Run the tests"
+
+
+def _tool(call_id: str, title: str, kind: str, **raw: str) -> dict[str, Any]:
+    update = {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind}
+    return {"update": update | {"status": "in_progress", "rawInput": raw}}
+
+
+def _done(call_id: str) -> dict[str, Any]:
+    return {
+        "update": {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": "completed",
+        }
+    }
+
+
+def shown_texts(env: SlackEnv, channel: str) -> list[str]:
+    """Every text the bot posted or updated in `channel` (streams are Markdown, not shown here)."""
+    return [
+        str(call.params.get("text") or "")
+        for call in env.fake.calls
+        if call.method in ("chat.postMessage", "chat.update") and call.channel == channel
+    ]
+
+
+async def test_an_image_and_a_file_from_the_agent_are_uploaded_in_the_thread(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    (tmp_path / "report.csv").write_text("a,b\n1,2\n")
+    image = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(PNG).decode()}
+    link = {
+        "type": "resource_link",
+        "uri": (tmp_path / "report.csv").as_uri(),
+        "name": "report.csv",
+    }
+    steps = script({"chunk": "Here you go."}, _agent_block(image), _agent_block(link))
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        thread = await env.mention(ALICE, steps)
+        await wait_for(lambda: len(env.fake.uploads) == 2, "two uploads", 15)
+        await env.answered(CHANNEL, thread, "Here you go.")
+    picture, document = env.fake.uploads
+    assert (picture.channel, picture.thread_ts, picture.data) == (CHANNEL, thread, PNG)
+    assert picture.name.endswith(".png")
+    assert (document.thread_ts, document.name, document.data) == (
+        thread,
+        "report.csv",
+        b"a,b\n1,2\n",
+    )
+
+
+async def test_the_plan_and_tools_show_in_the_live_message_and_the_footer_at_the_end(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    usage = {"update": {"sessionUpdate": "usage_update", "used": 42, "size": 100}}
+    steps = script(
+        {"chunk": "On it."},
+        {"update": PLAN},
+        _tool("t1", "Read file", "read", path="src/a.py"),
+        {"sleep": 0.6},
+        _done("t1"),
+        {"sleep": 0.6},
+        usage,
+        {"chunk": " Done."},
+    )
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await env.dm(ALICE, steps)  # the top of a DM: posted and updated
+        await env.answered(DMS[ALICE], "", "Context 42%")
+    assert any(
+        PLAN_SHOWN in text and "Read file (src/a.py)" in text
+        for text in shown_texts(env, DMS[ALICE])
+    )
+    (final,) = env.fake.replies(DMS[ALICE])
+    assert final.visible.startswith("On it. Done.") and final.visible.endswith("Context 42%")
+    assert "Tools: 1 read" in final.visible and "Plan (" not in final.visible
+    assert final.blocks == []  # the Stop button went with the turn
+
+
+async def test_a_streamed_reply_shows_progress_and_stop_once_the_agent_works_quietly(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    steps = script(
+        {"chunk": "Looking."},
+        {"update": PLAN},
+        _tool("t1", "Search", "search", pattern="off-by-one"),
+        {"sleep": 1.5},  # longer than the stream's idle time: the stream is stopped
+        _done("t1"),
+        {"chunk": " All green."},
+    )
+    async with slack_bot(tmp_path, fake_agent, "socket") as env:
+        thread = await env.mention(ALICE, steps)
+        text = await env.answered(CHANNEL, thread, "Tools: 1 search")
+    assert env.fake.calls_to("chat.startStream")  # the words were streamed natively
+    streamed = "".join(
+        str(call.params.get("markdown_text") or call.params.get("chunks") or "")
+        for call in env.fake.calls_to("chat.appendStream") + env.fake.calls_to("chat.startStream")
+    )
+    assert "Plan (" not in streamed  # the progress is never streamed: it cannot be taken back
+    stops = env.fake.calls_to("chat.stopStream")
+    assert any(call.params.get("blocks") for call in stops)  # Stop, when the stream went quiet
+    assert any(PLAN_SHOWN in shown and "Search" in shown for shown in shown_texts(env, CHANNEL))
+    assert text.startswith("Looking. All green.") and "Tools: 1 search" in text
+
+
+async def test_the_stop_button_on_the_live_message_stops_the_turn(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    hanging = script({"chunk": "working on it"}, {"hang": True})
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await env.dm(ALICE, hanging)
+
+        def live() -> Message | None:
+            return next((m for m in env.fake.replies(DMS[ALICE]) if m.buttons), None)
+
+        await wait_for(live, "the live message with its Stop button", 15)
+        message = live()
+        assert message is not None and "working on it" in message.visible
+        (button,) = message.buttons
+        assert button["text"]["text"] == "Stop"
+        await env.press(button_press(DMS[ALICE], BOB, message, button["value"]))  # not his
+        await env.press(button_press(DMS[ALICE], ALICE, message, button["value"]))
+        await wait_for(lambda: fake_agent.frames_in("session/cancel"), "the cancel", 15)
+        await env.answered(DMS[ALICE], "", "The turn was stopped.")
+    assert all(not m.buttons for m in env.fake.replies(DMS[ALICE]))
+    assert len(fake_agent.frames_in("session/cancel")) == 1
+
+
+async def test_the_agents_commands_work_as_bang_name_and_show_in_app_home(
+    tmp_path: Path, fake_agent: FakeAgent, mode: str
+) -> None:
+    listed = [
+        {"name": "review", "description": "Review the diff", "input": {"hint": "PATH"}},
+        {"name": "status", "description": "The agent's status"},
+    ]
+    commands = {
+        "update": {"sessionUpdate": "available_commands_update", "availableCommands": listed}
+    }
+    async with slack_bot(tmp_path, fake_agent, mode) as env:
+        await env.dm(ALICE, script(commands, {"chunk": "ready"}))
+        await env.answered(DMS[ALICE], "", "ready")
+        await wait_for(
+            lambda: env.surface._home.agent_names(ConversationKey("slack", DMS[ALICE])),
+            "the agent's commands to reach the surface",
+        )
+        await env.dm(ALICE, "!review src/a.py")
+        await env.answered(DMS[ALICE], "", "Echo: /review src/a.py")
+        await env.dm(ALICE, "!!status")
+        await wait_for(lambda: "/status" in fake_agent.prompt_texts(), "the agent's /status")
+        await env.deliver(envelope(home_opened(ALICE)))
+        await wait_for(lambda: ALICE in env.fake.views, "the Home view")
+    home = str(env.fake.views[ALICE])
+    assert "`!review`" in home and "PATH" in home and "`!status`" in home  # ours, and the agent's
+    assert "!!status" in home  # the first words of her last message

@@ -391,7 +391,9 @@ class SlackSurface:
         # Home lists them. Nothing to call.
         self._home.set_agent_menu(key, commands)
 
-    async def preview(self, key: ConversationKey, text: str) -> None:
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
         return None  # no drafts: live text is streamed or edited into real messages
 
     async def typing(self, key: ConversationKey) -> None:

@@ -41,12 +41,16 @@ def neutralise_markdown(markdown: str) -> str:
 
 
 def split_status(text: str) -> tuple[str, str]:
-    """(answer, status): the bot's live text may end with a status line (see STATUS_MARK)."""
-    head, sep, last = text.rpartition("\n")
-    if last.startswith(STATUS_MARK):
-        return head.rstrip("\n"), last
-    if not sep and text.startswith(STATUS_MARK):
+    """(answer, status): the bot's live text may end with a status block, its last paragraph,
+    whose first line starts with STATUS_MARK (lines of a plan and tools may follow)."""
+    if text.startswith(STATUS_MARK) and "\n\n" not in text:
         return "", text
+    head, sep, last = text.rpartition("\n\n" + STATUS_MARK)
+    if sep and "\n\n" not in last:
+        return head.rstrip("\n"), STATUS_MARK + last
+    head, sep, last = text.rpartition("\n")  # a one-line status right after the text
+    if sep and last.startswith(STATUS_MARK):
+        return head.rstrip("\n"), last
     return text, ""
 
 
