@@ -199,7 +199,9 @@ class BotApp:
                 await self.approvals.answer(event)
             return False
         runner = self.runner(surface, event.key)
-        parsed = parse_command(surface.capabilities.command_prefixes, event.text)
+        parsed = parse_command(
+            surface.capabilities.command_prefixes, event.text, runner.agent_commands
+        )
         if parsed is not None and parsed.command.handler is not None:
             with runner.held():
                 await run_command(runner, parsed)

@@ -130,8 +130,12 @@ class ParsedCommand:
     args: str
 
 
-def parse_command(prefixes: Sequence[str], text: str) -> ParsedCommand | None:
-    """Our command, or None (plain text, or another slash command for the agent)."""
+def parse_command(
+    prefixes: Sequence[str], text: str, agent_commands: Sequence[str] = ()
+) -> ParsedCommand | None:
+    """Our command, or the agent's own spelled with this surface's prefix (`!review` for the
+    agent's /review: `agent_commands` are the names it listed), or None (plain text, or another
+    slash command for the agent)."""
     stripped = text.strip()
     for prefix in prefixes:
         if stripped.startswith(prefix * 2):  # the agent's own, even when named like ours
@@ -144,10 +148,13 @@ def parse_command(prefixes: Sequence[str], text: str) -> ParsedCommand | None:
             match = _RE_COMMAND.match(stripped[len(prefix) :])
             if match is None:
                 return None
+            args = (match.group(2) or "").strip()
             command = _BY_NAME.get(match.group(1).lower())
             if command is None:
+                if prefix != "/" and match.group(1) in agent_commands:
+                    return ParsedCommand(Command(match.group(1), "the agent's own command"), args)
                 return None
-            return ParsedCommand(command, (match.group(2) or "").strip())
+            return ParsedCommand(command, args)
     return None
 
 

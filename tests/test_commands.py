@@ -48,3 +48,14 @@ def test_a_doubled_prefix_is_the_agents_command_even_when_named_like_ours() -> N
 
 def test_the_menu_has_one_entry_per_command() -> None:
     assert [name for name, _ in command_menu()] == [command.name for command in COMMANDS]
+
+
+def test_the_agents_command_spelled_with_another_prefix_is_the_agents() -> None:
+    parsed = parse_command(("!", "/"), "!review main", agent_commands=("review", "plan"))
+    assert parsed is not None and parsed.command.handler is None
+    assert (parsed.command.name, parsed.args) == ("review", "main")
+    assert parse_command(("!", "/"), "!unknown x", agent_commands=("review",)) is None
+    # with the slash it goes to the agent as typed anyway; ours win over the agent's names
+    assert parse_command(("/",), "/review", agent_commands=("review",)) is None
+    ours = parse_command(("!", "/"), "!status", agent_commands=("status",))
+    assert ours is not None and ours.command.handler is not None
