@@ -235,13 +235,23 @@ async def test_telegram_a_person_is_refused_a_project_they_may_not_use_and_never
         api.dm(BOB, "/project web")
         await wait_for(shows(api, BOB.id, "You have no project named web"), "bob's refusal")
         api.dm(ALICE, "/project")
-        await wait_for(shows(api, ALICE.id, "Projects: api (current), web"), "alice's list")
-        api.dm(ALICE, "/project web")
+
+        def offer() -> Any:
+            return next((m for m in api.chat_messages(ALICE.id) if m.reply_markup), None)
+
+        await wait_for(offer, "alice's project buttons")
+        message = offer()
+        assert message.text.startswith("Projects: api (current), web")
+        (button,) = [b for row in message.reply_markup["inline_keyboard"] for b in row]
+        assert button["text"] == "web"  # the others than the current one
+        api.press(ALICE, message, button["callback_data"])
         await wait_for(shows(api, ALICE.id, "Switched to project web"), "alice's switch")
+        assert message.reply_markup is None and "Chose web." in message.text
         api.dm(ALICE, "hello web")
         await wait_for(shows(api, ALICE.id, "Echo: hello web"), "alice's answer")
         api.dm(BOB, "hello api")
         await wait_for(shows(api, BOB.id, "Echo: hello api"), "bob's answer")
+    assert not [m for m in api.chat_messages(BOB.id) if m.reply_markup]  # one project: no buttons
     bob_sees = api.chat_text(BOB.id)
     assert "Projects: api (current)\n" in bob_sees and "web" not in bob_sees.split("\n")[0]
     assert "Switched" not in bob_sees
