@@ -316,3 +316,49 @@ async def test_telegram_a_restart_resumes_each_conversation_in_its_own_project(
     loads = sorted((d, p["cwd"]) for d, p in calls(fake_agent, "session/load"))
     assert loads == [("claude", str(ws_web)), ("kiro", str(ws_api))]
     assert sorted(prompts(fake_agent)[2:]) == [("claude", "three"), ("kiro", "four")]
+
+
+# ---- doctor --------------------------------------------------------------------------------------
+def test_doctor_checks_every_projects_workspace_and_each_of_its_agents(
+    chat_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    api, web = workspaces_of(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=chat_env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"ok   project api: workspace: {api} is writable" in lines
+    assert f"ok   project web: workspace: {web} is writable" in lines
+    for what in ("agent found", "agent starts", "agent signed in"):
+        for label in ("project api: ", "project web: claude ", "project web: fast "):
+            assert any(line.startswith(f"ok   {label}{what}") for line in lines), label + what
+    assert {dialect for dialect in dialect_of(fake_agent).values()} == {"kiro", "claude", "generic"}
+
+
+def test_doctor_fails_only_the_project_whose_agent_is_missing(
+    chat_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    _, web = workspaces_of(tmp_path)
+    projects = json.loads(chat_env["SWITCHBOARD_PROJECTS"])
+    projects["web"] = {"workspace": str(web), "agent": "generic", "agent_command": "no-such-agent"}
+    env = chat_env | {"SWITCHBOARD_PROJECTS": json.dumps(projects)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and failed[0].startswith("FAIL project web: agent")
+    assert "no-such-agent" in failed[0] and "Traceback" not in proc.stdout + proc.stderr
