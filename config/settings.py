@@ -194,6 +194,22 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+class _FileObject(dict[str, Any]):
+    """A JSON object read from the config file, remembering a key it gave twice (which a plain
+    dict would silently keep the last of)."""
+
+    twice: tuple[str, str] | None = None
+
+
+def _file_object(pairs: list[tuple[str, Any]]) -> _FileObject:
+    found = _FileObject(pairs)
+    try:
+        _unique_pairs(pairs)
+    except DuplicateName as exc:
+        found.twice = (exc.name, exc.other)
+    return found
+
+
 def _named_entries(value: object) -> object:
     """`SWITCHBOARD_PROJECTS` / `SWITCHBOARD_AGENTS` as the environment writes them (JSON text,
     read so a name given twice is seen, which `json.loads` would hide), or as the file does."""
@@ -206,6 +222,8 @@ def _named_entries(value: object) -> object:
             raise ValueError(f"is not valid JSON ({exc})") from exc
         if not isinstance(value, dict):
             raise ValueError("must be a JSON object of named entries")
+    if isinstance(value, _FileObject) and value.twice is not None:
+        raise DuplicateName(*value.twice)
     if isinstance(value, dict):
         _unique_pairs(list(value.items()))  # two names differing only in case
     return value
@@ -298,7 +316,8 @@ class _JsonFileSource(PydanticBaseSettingsSource):
         if not path:
             return {}
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            data = json.loads(text, object_pairs_hook=_file_object)
         except FileNotFoundError:
             log.warning(
                 "config file %s (%sCONFIG) does not exist; using the environment and defaults",

@@ -91,6 +91,22 @@ def test_a_name_given_twice_in_the_environment_json_is_refused(
     )
 
 
+def test_a_name_given_twice_in_the_config_file_is_refused(
+    monkeypatch: pytest.MonkeyPatch, spaces: tuple[Path, Path], tmp_path: Path
+) -> None:
+    api, web = spaces
+    config = tmp_path / "config.json"
+    config.write_text(
+        f'{{"projects": {{"web": {{"workspace": "{api}"}}, "web": {{"workspace": "{web}"}}}}}}'
+    )
+    monkeypatch.setenv("SWITCHBOARD_CONFIG", str(config))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        "Invalid setting SWITCHBOARD_PROJECTS: names 'web' twice; each name must be unique"
+    )
+
+
 def test_two_names_differing_only_in_case_are_refused(
     monkeypatch: pytest.MonkeyPatch, spaces: tuple[Path, Path]
 ) -> None:
