@@ -132,7 +132,7 @@ class ConversationSessions:
 
     async def session(self) -> AcpSession:
         services = self.services
-        client = await services.client()
+        client = await services.client(say=self._say)
         if self.current is not None and self.current.client is client:
             return self.current
         key = self.key
@@ -146,7 +146,8 @@ class ConversationSessions:
         if binding is not None:
             session, notice = await self._resume(client, binding)
             if session is None:
-                client = await services.client()  # a failed load may have taken the agent down
+                # a failed load may have taken the agent down
+                client = await services.client(say=self._say)
         if session is None:
             session = await client.open_session()
             model = binding.model if binding is not None else services.settings.model

@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -89,17 +89,15 @@ class BotApp:
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
         self._opener = opener  # how agents start: a process by default
-        self._last_used = time.monotonic()
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
 
-    async def client(self) -> AcpClient:
+    async def client(self, *, say: Callable[[str], Awaitable[None]] | None = None) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
-        self._last_used = time.monotonic()
-        return await self._pool.get(self.spec)
+        return await self._pool.get(self.spec, on_wait=self._wait_line(say))
 
     async def discard_client(self) -> None:
         if self._pool is not None:
@@ -263,9 +261,14 @@ class BotApp:
         async with tuned_for_serving(), anyio.create_task_group() as tg:
             self._tg = tg
             self._pool = RuntimePool(
-                tg, client_preparer(self.gate, self.settings), opener=self._opener
+                tg,
+                client_preparer(self.gate, self.settings),
+                opener=self._opener,
+                max_live=self.settings.max_agents,
+                is_idle=lambda client: not client.busy,
+                on_stop=self._runtime_stopped,
             )
-            tg.start_soon(self._reap_idle)
+            tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
             await self._redeliver()
             await self._tell_cut_off_turns()
@@ -302,17 +305,28 @@ class BotApp:
             for surface in self._surfaces.values():
                 await surface.close()
 
-    async def _reap_idle(self) -> None:
-        while True:
-            await anyio.sleep(min(60.0, self.settings.runtime_idle / 2))
-            idle = time.monotonic() - self._last_used
-            if idle >= self.settings.runtime_idle and not any(
-                runner.running for runner in self.runners.values()
-            ):
-                log.info("stopping the idle agent after %.0f s", idle)
-                for runner in self.runners.values():
-                    runner.sessions.drop()
-                await self.discard_client()
+    # ---- the runtime pool's two hooks (idle reaping and the agent cap are the pool's rules) --
+    def _runtime_stopped(self, client: AcpClient) -> None:
+        """The pool stopped an idle agent (unused, or the least recently used at the cap): its
+        conversations drop their session objects; the next message resumes with session/load."""
+        for runner in self.runners.values():
+            current = runner.sessions.current
+            if current is not None and current.client is client:
+                runner.sessions.drop()
+
+    def _wait_line(
+        self, say: Callable[[str], Awaitable[None]] | None
+    ) -> Callable[[], Awaitable[None]] | None:
+        """What a turn waiting for a free agent says, once, in its conversation."""
+        if say is None:
+            return None
+        limit = self.settings.max_agents
+        line = (
+            f"All {limit} agents are busy; your message waits for one to finish."
+            if limit > 1
+            else "The agent is busy in another conversation; your message waits for it."
+        )
+        return lambda: say(line)
 
     async def _redeliver(self) -> None:
         for entry in await self.store.ledger_pending():

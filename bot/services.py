@@ -6,7 +6,7 @@ runs its turn with these services. `BotApp` implements it; a test can too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -31,8 +31,9 @@ class ConversationServices(Protocol):
         started it, and ends when the app winds down."""
         ...
 
-    async def client(self) -> AcpClient:
-        """The pooled agent, started (or restarted) on demand."""
+    async def client(self, *, say: Callable[[str], Awaitable[None]] | None = None) -> AcpClient:
+        """The pooled agent, started (or restarted) on demand. When every agent allowed is busy
+        the call waits for one; `say` tells the conversation so, once."""
         ...
 
     async def discard_client(self) -> None:
