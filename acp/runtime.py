@@ -398,6 +398,30 @@ def _always_idle(_value: Any) -> bool:
     return True
 
 
+class _Waiter:
+    """One `get`'s `on_wait`, said at most once, in the background: a conversation's delivery
+    must neither hold up the pool nor, failing, reach the owner's task group."""
+
+    __slots__ = ("on_wait", "told")
+
+    def __init__(self, on_wait: Callable[[], Awaitable[None]] | None) -> None:
+        self.on_wait = on_wait
+        self.told = False
+
+    def tell(self, tg: anyio.abc.TaskGroup) -> None:
+        if self.told or self.on_wait is None:
+            return
+        self.told = True
+        tg.start_soon(self._say, self.on_wait)
+
+    @staticmethod
+    async def _say(on_wait: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await on_wait()
+        except Exception:
+            log.exception("unexpected fault while saying that a turn waits for an agent")
+
+
 class _Slot:
     __slots__ = ("done", "last_used", "runtime", "stop", "value")
 
@@ -418,7 +442,8 @@ class RuntimePool(Generic[T]):
     Spawning takes a lock per key only: one slow agent start holds up nobody else's. With
     `max_live`, at most that many agent processes live (starting, serving or stopping): a new one
     first stops the least recently used idle one (`is_idle(value)`: the caller knows whether a
-    turn runs on it), else waits until one is idle, telling its caller once (`on_wait`).
+    turn runs on it), else waits until one is idle, telling each waiting caller once
+    (`on_wait`).
     `reap_idle` stops runtimes unused for a while; `on_stop(value)` hears of every runtime the
     pool stops by itself (evicted or reaped), so callers drop what they hold of it."""
 
@@ -445,6 +470,10 @@ class RuntimePool(Generic[T]):
         self._starting = 0
         self._stopping = 0
         self._changed = anyio.Event()
+        # Gets queued behind a key's lock, and the keys whose start waits for room: all of
+        # them are told, not only the one holding the lock.
+        self._queued: dict[PoolKey, set[_Waiter]] = {}
+        self._room_wait: set[PoolKey] = set()
 
     @property
     def live(self) -> int:
@@ -454,28 +483,41 @@ class RuntimePool(Generic[T]):
     async def get(
         self, spec: RuntimeSpec, *, on_wait: Callable[[], Awaitable[None]] | None = None
     ) -> T:
-        """The live runtime for `spec`, started on demand. When every allowed agent is busy,
-        `on_wait` is awaited once before waiting for one to be idle (the caller's deadline
-        bounds the wait)."""
+        """The live runtime for `spec`, started on demand. When its start must wait for a
+        busy agent to become idle, `on_wait` is called once, in the background (also for the
+        gets queued behind that start); the caller's deadline bounds the wait."""
         key = pool_key(spec)
         lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:
-            slot = self._slots.get(key)
-            if slot is not None and slot.runtime is not None and slot.runtime.alive:
-                slot.last_used = time.monotonic()
-                return cast(T, slot.value)
-            if slot is not None:
-                await self._stop(key, slot)
-            await self._make_room(on_wait)
-            slot = _Slot()
-            try:
-                value: T = await self._tg.start(self._host, spec, slot)
-            finally:
-                self._starting -= 1
-                self._wake()
+        waiter = _Waiter(on_wait)
+        if key in self._room_wait:
+            waiter.tell(self._tg)
+        queued = self._queued.setdefault(key, set())
+        queued.add(waiter)
+        try:
+            async with lock:
+                return await self._get_locked(key, spec)
+        finally:
+            queued.discard(waiter)
+            if not queued:
+                self._queued.pop(key, None)
+
+    async def _get_locked(self, key: PoolKey, spec: RuntimeSpec) -> T:
+        slot = self._slots.get(key)
+        if slot is not None and slot.runtime is not None and slot.runtime.alive:
             slot.last_used = time.monotonic()
-            self._slots[key] = slot
-            return value
+            return cast(T, slot.value)
+        if slot is not None:
+            await self._stop(key, slot)
+        await self._make_room(key)
+        slot = _Slot()
+        try:
+            value: T = await self._tg.start(self._host, spec, slot)
+        finally:
+            self._starting -= 1
+            self._wake()
+        slot.last_used = time.monotonic()
+        self._slots[key] = slot
+        return value
 
     def runtime_for(self, spec: RuntimeSpec) -> AcpRuntime | None:
         slot = self._slots.get(pool_key(spec))
@@ -542,13 +584,19 @@ class RuntimePool(Generic[T]):
                 return key, slot
         return min(candidates, key=lambda item: item[1].last_used, default=None)
 
-    async def _make_room(self, on_wait: Callable[[], Awaitable[None]] | None) -> None:
+    async def _make_room(self, key: PoolKey) -> None:
         """Reserve one place under the cap (counted in `_starting` until the start ends)."""
-        told = False
+        try:
+            await self._wait_for_room(key)
+        finally:
+            self._room_wait.discard(key)
+        self._starting += 1
+
+    async def _wait_for_room(self, key: PoolKey) -> None:
         while self._max_live is not None and self.live >= self._max_live:
             victim = self._victim()
             if victim is not None:
-                key, slot = victim
+                victim_key, slot = victim
                 if slot.runtime is not None:
                     log.info(
                         "stopping the least recently used idle agent pid=%d in %s: %d agents "
@@ -557,16 +605,14 @@ class RuntimePool(Generic[T]):
                         slot.runtime.workspace,
                         self._max_live,
                     )
-                await self._stop(key, slot, told=True)
+                await self._stop(victim_key, slot, told=True)
                 continue
-            if not told and on_wait is not None:
-                told = True
-                await on_wait()
-                continue
+            self._room_wait.add(key)
+            for waiter in self._queued.get(key, ()):
+                waiter.tell(self._tg)
             changed = self._changed
             with anyio.move_on_after(IDLE_RECHECK):
                 await changed.wait()
-        self._starting += 1
 
     def _wake(self) -> None:
         self._changed.set()

@@ -177,9 +177,11 @@ async def test_at_the_cap_the_least_recently_used_idle_agent_is_stopped_and_resu
     assert loaded["params"]["sessionId"] == session_b.session_id
 
 
-async def test_at_the_cap_with_every_agent_busy_a_get_waits_says_so_once_and_goes_on(
+async def test_at_the_cap_with_every_agent_busy_gets_wait_each_says_so_once_and_go_on(
     tmp_path: Path,
 ) -> None:
+    """Two conversations want b while a busy a fills the cap: the one starting b and the one
+    queued behind it are each told once, and both get b once a's turn ends."""
     (fake_a, a), (fake_b, b) = (spec_of(tmp_path, n) for n in "ab")
     told: list[str] = []
     got: list[AcpClient] = []
@@ -188,24 +190,25 @@ async def test_at_the_cap_with_every_agent_busy_a_get_waits_says_so_once_and_goe
             client_a = await pool.get(a)
             turn = await held_turn(tg, await client_a.open_session())
 
-            async def say() -> None:
-                told.append("waiting")
+            async def wanted(who: str) -> None:
+                async def say() -> None:
+                    told.append(who)
 
-            async def wanted() -> None:
                 got.append(await pool.get(b, on_wait=say))
 
-            tg.start_soon(wanted)
-            await until(lambda: told)
+            tg.start_soon(wanted, "first")
+            tg.start_soon(wanted, "second")
+            await until(lambda: len(told) == 2)
             await anyio.lowlevel.checkpoint()  # back to waiting: it must not spawn b yet
             assert got == [] and fake_b.spawns() == 0
             assert client_a.runtime.alive and pool.live == 1
             turn.release()
             await turn.done.wait()
-            await until(lambda: got)
-            assert told == ["waiting"]  # said once, however long it waited
+            await until(lambda: len(got) == 2)
+            assert sorted(told) == ["first", "second"]  # each once, however long it waited
             assert turn.texts == ["permission:allow_once"]
             assert not client_a.runtime.alive  # a, idle once its turn ended, made room
-            assert got[0].runtime.alive and pool.live == 1
+            assert got[0] is got[1] and got[0].runtime.alive and pool.live == 1
     assert fake_a.spawns() == 1 and fake_b.spawns() == 1
 
 
