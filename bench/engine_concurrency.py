@@ -356,6 +356,9 @@ def _projects_app(app: Any, projects: int, workspace: Path) -> tuple[Any, list[s
         async def discard_client(self) -> None:
             await app._pool.discard(self.spec)
 
+        def hold_agent(self) -> Any:
+            return app.hold_agent(self.spec)
+
     original = app.runner
 
     def runner(surface: Any, key: Any) -> Any:

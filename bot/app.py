@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -26,7 +26,17 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
+from acp import (
+    AcpClient,
+    AgentCommand,
+    PoolKey,
+    RuntimeOpener,
+    RuntimePool,
+    RuntimeSpec,
+    UsageInfo,
+    open_runtime,
+    pool_key,
+)
 from bot.access import AccessPolicy
 from bot.agent_sessions import agent_plan, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
@@ -89,6 +99,9 @@ class BotApp:
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
         self._opener = opener  # how agents start: a process by default
+        # Conversations whose turn runs or waits, by the pool key of their agent: the pool stops
+        # none of these agents (a turn between taking its agent and prompting it looks idle).
+        self._held: Counter[PoolKey] = Counter()
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -98,6 +111,24 @@ class BotApp:
     async def client(self, *, say: Callable[[str], Awaitable[None]] | None = None) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
         return await self._pool.get(self.spec, on_wait=self._wait_line(say))
+
+    def hold_agent(self, spec: RuntimeSpec | None = None) -> Callable[[], None]:
+        key = pool_key(spec or self.spec)
+        self._held[key] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._held[key] -= 1
+            if not self._held[key]:
+                del self._held[key]
+                if self._pool is not None:
+                    self._pool.notify_idle()
+
+        return release
 
     async def discard_client(self) -> None:
         if self._pool is not None:
@@ -265,7 +296,7 @@ class BotApp:
                 client_preparer(self.gate, self.settings),
                 opener=self._opener,
                 max_live=self.settings.max_agents,
-                is_idle=lambda client: not client.busy,
+                is_idle=self._agent_idle,
                 on_stop=self._runtime_stopped,
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
@@ -313,6 +344,9 @@ class BotApp:
             current = runner.sessions.current
             if current is not None and current.client is client:
                 runner.sessions.drop()
+
+    def _agent_idle(self, client: AcpClient) -> bool:
+        return not client.busy and pool_key(client.runtime.spec) not in self._held
 
     def _wait_line(
         self, say: Callable[[str], Awaitable[None]] | None

@@ -269,6 +269,7 @@ class ChatRunner:
         return done
 
     async def _work(self) -> None:
+        release_agent = self.services.hold_agent()  # its agent is in use until the queue ends
         try:
             while self.queue:
                 batch = [self.queue.popleft()]
@@ -288,6 +289,7 @@ class ChatRunner:
                     for queued in batch:
                         queued.done.set()
         finally:  # a crash never leaves the conversation busy
+            release_agent()
             self.running = False
             self.idle_since = time.monotonic()
             for queued in self.queue:

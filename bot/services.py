@@ -36,6 +36,11 @@ class ConversationServices(Protocol):
         the call waits for one; `say` tells the conversation so, once."""
         ...
 
+    def hold_agent(self) -> Callable[[], None]:
+        """Until the returned function is called (a turn runs or waits in the conversation),
+        the pool neither stops the conversation's agent as idle nor for another's room."""
+        ...
+
     async def discard_client(self) -> None:
         """Drop the pooled agent (it died); the next `client()` starts a new one."""
         ...

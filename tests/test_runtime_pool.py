@@ -364,3 +364,36 @@ async def test_the_bot_drops_the_sessions_of_an_agent_the_pool_stopped(
     (loaded,) = fake_agent.frames_in("session/load")
     assert loaded["params"]["sessionId"] == session.session_id
     assert fake_agent.spawns() == 2
+
+
+async def test_a_conversation_whose_turn_runs_or_waits_keeps_its_agent_at_the_cap(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    """Between taking its agent and prompting it a turn looks idle to the agent: the runner's
+    hold is what keeps the pool from stopping that agent for another's room."""
+    surface = ScriptedSurface()
+    settings = engine_settings(tmp_path, fake_agent, max_agents=1)
+    _other_fake, other = spec_of(tmp_path, "other")
+    told: list[str] = []
+    got: list[AcpClient] = []
+    with anyio.fail_after(WAIT):
+        async with running_app(settings, surface) as app, anyio.create_task_group() as tg:
+            await finished(surface.post(surface.message("alice", "first")))
+            session = app.runners[CHAT].sessions.current
+            assert session is not None and not session.client.busy
+            pool = app._pool
+            assert pool is not None
+            release = app.hold_agent()  # as ChatRunner._work holds it for its queue
+
+            async def say() -> None:
+                told.append("waiting")
+
+            async def wanted() -> None:
+                got.append(await pool.get(other, on_wait=say))
+
+            tg.start_soon(wanted)
+            await until(lambda: told)
+            assert session.client.runtime.alive and got == []
+            release()
+            await until(lambda: got)
+            assert not session.client.runtime.alive
