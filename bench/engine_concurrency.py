@@ -345,7 +345,7 @@ def _projects_app(app: Any, projects: int, workspace: Path) -> tuple[Any, list[s
         def __getattr__(self, name: str) -> Any:
             return getattr(app, name)
 
-        async def client(self, *, say: Any = None) -> Any:
+        async def client(self, target: Any = None, *, say: Any = None) -> Any:
             async def counted(text: str) -> None:
                 waits.append(text)
                 await say(text)
@@ -356,7 +356,7 @@ def _projects_app(app: Any, projects: int, workspace: Path) -> tuple[Any, list[s
         async def discard_client(self) -> None:
             await app._pool.discard(self.spec)
 
-        def hold_agent(self) -> Any:
+        def hold_agent(self, target: Any = None) -> Any:
             return app.hold_agent(self.spec)
 
     original = app.runner

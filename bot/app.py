@@ -32,19 +32,27 @@ from acp import (
     PoolKey,
     RuntimeOpener,
     RuntimePool,
-    RuntimeSpec,
     UsageInfo,
     open_runtime,
     pool_key,
 )
 from bot.access import AccessPolicy
-from bot.agent_sessions import agent_plan, client_preparer
+from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
-from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
+from bot.commands import (
+    PROJECT_TOKEN_PREFIX,
+    STOP,
+    ParsedCommand,
+    command_menu,
+    parse_command,
+    project_pressed,
+    run_command,
+)
 from bot.faults import fault_sentence, log_fault
 from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
+from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, StateStore
@@ -91,7 +99,10 @@ class BotApp:
         self.access = access
         self.policy = RetryPolicy.from_settings(settings.retry)
         self.approvals = ApprovalBroker(store, access, timeout=settings.approval_timeout)
-        self.spec, self.gate = agent_plan(settings)
+        # Every project's every agent planned now: a bad entry stops the start, not a turn.
+        self.plans = AgentPlans(settings, build_projects(settings))
+        self.plans.check_all()
+        self.spec, self.gate = self.plans.default.spec, self.plans.default.gate
         self.runners: dict[ConversationKey, ChatRunner] = {}  # the live conversations
         self._memos: OrderedDict[ConversationKey, _Memo] = OrderedDict()
         self._release_after = release_after
@@ -108,12 +119,18 @@ class BotApp:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
 
-    async def client(self, *, say: Callable[[str], Awaitable[None]] | None = None) -> AcpClient:
+    async def client(
+        self,
+        target: AgentTarget | None = None,
+        *,
+        say: Callable[[str], Awaitable[None]] | None = None,
+    ) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
-        return await self._pool.get(self.spec, on_wait=self._wait_line(say))
+        spec = (target or self.plans.default).spec
+        return await self._pool.get(spec, on_wait=self._wait_line(say))
 
-    def hold_agent(self, spec: RuntimeSpec | None = None) -> Callable[[], None]:
-        key = pool_key(spec or self.spec)
+    def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
+        key = pool_key((target or self.plans.default).spec)
         self._held[key] += 1
         released = False
 
@@ -130,9 +147,9 @@ class BotApp:
 
         return release
 
-    async def discard_client(self) -> None:
+    async def discard_client(self, target: AgentTarget | None = None) -> None:
         if self._pool is not None:
-            await self._pool.discard(self.spec)
+            await self._pool.discard((target or self.plans.default).spec)
 
     @asynccontextmanager
     async def open_reply(
@@ -224,6 +241,10 @@ class BotApp:
         if isinstance(event, ChoiceAnswer):
             if event.token.startswith(STOP_TOKEN_PREFIX):
                 await self._stop_pressed(surface, event)
+            elif event.token.startswith(PROJECT_TOKEN_PREFIX):
+                runner = self.runner(surface, event.key)
+                with runner.held():
+                    await project_pressed(runner, event)
             else:
                 await self.approvals.answer(event)
             return False
@@ -233,7 +254,7 @@ class BotApp:
         )
         if parsed is not None and parsed.command.handler is not None:
             with runner.held():
-                await run_command(runner, parsed)
+                await run_command(runner, parsed, event.user)
             return False
         if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
@@ -293,7 +314,7 @@ class BotApp:
             self._tg = tg
             self._pool = RuntimePool(
                 tg,
-                client_preparer(self.gate, self.settings),
+                client_preparer(self.plans.gate_for, self.settings),
                 opener=self._opener,
                 max_live=self.settings.max_agents,
                 is_idle=self._agent_idle,

@@ -10,14 +10,20 @@ sent on as `/status`, so an agent command named like one of ours stays reachable
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
+from bot.access import Role
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
+from bot.projects import Project
+from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, UserRef
+from surfaces.bounded import BoundedMap
 
 # Answers the command in `runner`'s conversation, given the text after the command's name.
 Handler = Callable[[ChatRunner, str], Awaitable[str]]
@@ -29,6 +35,16 @@ class Command:
     summary: str
     args: str = ""
     handler: Handler | None = None  # None: the agent's command, sent to it as prompt text
+
+
+# Who typed the command being answered (set by `run_command`), for the rows that depend on it:
+# the projects a person may use, an admin's place binding.
+_ASKER: ContextVar[UserRef | None] = ContextVar("switchboard_command_asker", default=None)
+
+
+def asker() -> UserRef | None:
+    """The person whose command is being answered, or None (a Stop button press)."""
+    return _ASKER.get()
 
 
 async def _new(runner: ChatRunner, args: str) -> str:
@@ -45,17 +61,21 @@ async def _stop(runner: ChatRunner, args: str) -> str:
 async def _status(runner: ChatRunner, args: str) -> str:
     services = runner.services
     session = runner.sessions.current
-    spec = services.spec
+    target = await runner.sessions.target()
+    spec = target.spec
     if session is not None:
         model = session.model or "not reported by the agent"
     else:
         binding = await services.store.get_binding(runner.key)
-        model = (binding.model if binding else "") or services.settings.model
+        model = (binding.model if binding else "") or target.agent.model
         model = model or "the agent's default"
+    agent = target.agent.name
+    named = f"{agent}, " if agent != spec.backend.name else ""
     lines = [
-        f"Agent: {spec.backend.name} ({shlex.join(spec.argv)})",
+        f"Agent: {spec.backend.name} ({named}{shlex.join(spec.argv)})",
         f"Model: {model}",
         f"Workspace: {spec.workspace}",
+        f"Project: {target.project.name}",
     ]
     state = session.state if session is not None else None
     if state is not None and state.mode:
@@ -103,6 +123,144 @@ async def _model(runner: ChatRunner, wanted: str) -> str:
     return f"Model set to {wanted}."
 
 
+# -- projects (issue 14) ---------------------------------------------------------------------
+
+_BIND_WORDS = {"bind": False, "bindchat": True}  # word -> binds the whole chat, not the thread
+
+
+def _usable(runner: ChatRunner) -> list[Project]:
+    who = asker()
+    if who is None:
+        return []
+    return runner.services.plans.projects.usable(runner.services.access, runner.key.surface, who.id)
+
+
+PROJECT_TOKEN_PREFIX = "project:"
+
+
+@dataclass(frozen=True, slots=True)
+class _ProjectOffer:
+    """Buttons `/project` showed one person: each token names a project; one press uses all."""
+
+    key: ConversationKey
+    user_id: str
+    project: str
+    group: str
+    ref: MessageRef
+    prompt: str
+
+
+# Offers not pressed are forgotten past this many (an old press is then answered as expired).
+_OFFERS: BoundedMap[str, _ProjectOffer] = BoundedMap(2000)
+
+
+async def _offer_projects(runner: ChatRunner, prompt: str, projects: list[Project]) -> bool:
+    """The list as buttons, only for the person who asked; False where the surface has none."""
+    who = asker()
+    if who is None or not runner.surface.capabilities.message_buttons:
+        return False
+    tokens = [PROJECT_TOKEN_PREFIX + secrets.token_urlsafe(12) for _ in projects]
+    choices = [Choice(token, project.name) for token, project in zip(tokens, projects, strict=True)]
+    ref = await runner.surface.ask_choice(runner.key, prompt, choices, allowed_users=[who.id])
+    group = tokens[0]
+    for token, project in zip(tokens, projects, strict=True):
+        _OFFERS.remember(token, _ProjectOffer(runner.key, who.id, project.name, group, ref, prompt))
+    return True
+
+
+async def project_pressed(runner: ChatRunner, press: ChoiceAnswer) -> None:
+    """A `/project` button: the switch, for the person it was offered to; once."""
+    offer = _OFFERS.get(press.token)
+    if offer is None or offer.key != press.key:
+        await _tell(runner, press, "Those project buttons have expired; send /project again.")
+        return
+    if press.user.id != offer.user_id:
+        await _tell(runner, press, "Only the person who asked can choose here.")
+        return
+    for token in [t for t, o in _OFFERS.items() if o.group == offer.group]:
+        del _OFFERS[token]
+    await runner.surface.close_choice(offer.ref, offer.prompt, f"Chose {offer.project}.")
+    await run_command(runner, ParsedCommand(PROJECT, offer.project), press.user)
+
+
+async def _tell(runner: ChatRunner, press: ChoiceAnswer, text: str) -> None:
+    if press.notify is not None:
+        await press.notify(text)
+    else:
+        await runner.say(text)
+
+
+async def _project(runner: ChatRunner, args: str) -> str:
+    """`/project` lists; `/project NAME` switches; an admin's `/project bind NAME` also binds
+    this thread or topic, `/project bindchat NAME` the whole chat (group or channel)."""
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    current = (await runner.sessions.target()).project
+    usable = _usable(runner)
+    words = args.split()
+    if not words:
+        if not usable:
+            return "There is no project you may use here."
+        shown = [f"{p.name} (current)" if p is current else p.name for p in usable]
+        listing = "Projects: " + ", ".join(shown) + f"\nSwitch with {prefix}project NAME."
+        others = [p for p in usable if p is not current]
+        if others and await _offer_projects(runner, listing, others):
+            return ""  # the buttons' prompt is the list
+        return listing
+    whole_chat = _BIND_WORDS.get(words[0].lower())
+    if whole_chat is not None:
+        words = words[1:]
+    if len(words) != 1:
+        return f"Name one project: {prefix}project NAME (or {prefix}project bind NAME)."
+    wanted = words[0]
+    project = next((p for p in usable if p.name.casefold() == wanted.casefold()), None)
+    if project is None:  # the same sentence whether it exists or not: nothing leaks
+        return f"You have no project named {wanted}; {prefix}project lists yours."
+    bound = ""
+    if whole_chat is not None:
+        who = asker()
+        services = runner.services
+        if who is None or services.access.role(runner.key.surface, who.id) < Role.ADMIN:
+            return "Only an admin can bind this place to a project."
+        key = runner.key
+        place = ConversationKey(key.surface, key.chat) if whole_chat else key
+        await services.store.put_place(place, project.name)
+        where = "this chat" if whole_chat or not key.thread else "this thread"
+        bound = f"New conversations in {where} start in project {project.name}."
+    if project is current:
+        return bound or f"Already in project {project.name}."
+    if runner.running:
+        return " ".join(
+            part for part in (bound, "Wait for the current reply (or stop it) to switch.") if part
+        )
+    target = runner.services.plans.target(project)
+    await runner.sessions.switch(target)
+    switched = (
+        f"Switched to project {project.name} ({project.workspace}, agent {target.agent.name});"
+        " a new agent session starts."
+    )
+    return f"{switched}\n{bound}" if bound else switched
+
+
+async def _agent(runner: ChatRunner, wanted: str) -> str:
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    target = await runner.sessions.target()
+    project = target.project
+    if not wanted:
+        shown = [f"{a.name} (current)" if a is target.agent else a.name for a in project.agents]
+        tail = f"\nSwitch with {prefix}agent NAME." if len(project.agents) > 1 else ""
+        return f"Agents of project {project.name}: " + ", ".join(shown) + tail
+    agent = project.agent_named(wanted)
+    if agent is None:
+        offered = ", ".join(a.name for a in project.agents)
+        return f"Project {project.name} does not offer the agent {wanted}; it offers: {offered}."
+    if agent is target.agent:
+        return f"Already using the agent {agent.name}."
+    if runner.running:
+        return "Wait for the current reply (or stop it) before switching agents."
+    await runner.sessions.switch(runner.services.plans.target(project, agent))
+    return f"Switched to the agent {agent.name} in project {project.name}; a new session starts."
+
+
 async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
@@ -116,9 +274,16 @@ STATUS = Command(
     "status", "agent, model, workspace, what is running, context used", handler=_status
 )
 MODEL = Command("model", "list the agent's models, or switch to one", "[ID]", handler=_model)
+PROJECT = Command(
+    "project",
+    "list your projects, switch to one (an admin's bind also binds this thread, bindchat the chat)",
+    "[[bind|bindchat] NAME]",
+    handler=_project,
+)
+AGENT = Command("agent", "list this project's agents, or switch to one", "[NAME]", handler=_agent)
 HELP = Command("help", "this list", handler=_help)
 
-COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, HELP)
+COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, PROJECT, AGENT, HELP)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 _RE_COMMAND = re.compile(r"^([a-z][a-z0-9_-]*)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)
@@ -158,15 +323,20 @@ def parse_command(
     return None
 
 
-async def run_command(runner: ChatRunner, parsed: ParsedCommand) -> None:
-    """Answer one of our own commands in its conversation; an agent failure is the answer."""
+async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | None = None) -> None:
+    """Answer one of our own commands in its conversation, typed by `by`; an agent failure is
+    the answer."""
     handler = parsed.command.handler
     assert handler is not None, f"/{parsed.command.name} is the agent's to answer"
+    token = _ASKER.set(by)
     try:
         answer = await handler(runner, parsed.args)
     except AGENT_ERRORS as exc:
         answer = str(exc)
-    await runner.say(answer)
+    finally:
+        _ASKER.reset(token)
+    if answer:  # "": the handler has answered already (with buttons)
+        await runner.say(answer)
 
 
 def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> str:

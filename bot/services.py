@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp import AcpClient, RuntimeSpec
+from bot.access import AccessPolicy
 from bot.ladder import RetryPolicy
 from bot.permissions import ApprovalBroker
 from bot.reply import ReplyStream
@@ -18,31 +19,42 @@ from bot.store import StateStore
 from config import Settings
 from surfaces.base import ConversationKey, Surface
 
+if TYPE_CHECKING:  # agent_sessions uses these services
+    from bot.agent_sessions import AgentPlans, AgentTarget
+
 
 class ConversationServices(Protocol):
     settings: Settings
     store: StateStore
     approvals: ApprovalBroker
     policy: RetryPolicy
-    spec: RuntimeSpec  # the agent every conversation talks to (named by /status)
+    access: AccessPolicy
+    spec: RuntimeSpec  # the default project's agent
+    plans: AgentPlans  # every project and its agents
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run `func` in the app's task group: a conversation's work outlives the event that
         started it, and ends when the app winds down."""
         ...
 
-    async def client(self, *, say: Callable[[str], Awaitable[None]] | None = None) -> AcpClient:
-        """The pooled agent, started (or restarted) on demand. When every agent allowed is busy
-        the call waits for one; `say` tells the conversation so, once."""
+    async def client(
+        self,
+        target: AgentTarget | None = None,
+        *,
+        say: Callable[[str], Awaitable[None]] | None = None,
+    ) -> AcpClient:
+        """The pooled agent of `target` (default: the default project's), started (or
+        restarted) on demand. When every agent allowed is busy the call waits for one; `say`
+        tells the conversation so, once."""
         ...
 
-    def hold_agent(self) -> Callable[[], None]:
+    def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
         """Until the returned function is called (a turn runs or waits in the conversation),
-        the pool neither stops the conversation's agent as idle nor for another's room."""
+        the pool neither stops `target`'s agent as idle nor for another's room."""
         ...
 
-    async def discard_client(self) -> None:
-        """Drop the pooled agent (it died); the next `client()` starts a new one."""
+    async def discard_client(self, target: AgentTarget | None = None) -> None:
+        """Drop that pooled agent (it died); the next `client()` starts a new one."""
         ...
 
     def open_reply(
