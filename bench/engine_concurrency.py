@@ -3,7 +3,8 @@
 
     python bench/engine_concurrency.py [--conversations 1000] [--chunks 200] [--interval 1.0]
                                        [--chunk-gap 0.05] [--chunk-chars 20] [--ramp 1.0]
-                                       [--timeout 600] [--only engine|baseline]
+                                       [--timeout 600] [--only engine|baseline|projects]
+                                       [--projects 20] [--caps 8,20]
 
 Two sides, each in its own child process (so each peak RSS and CPU figure belongs to that side
 alone), run one after the other:
@@ -19,6 +20,14 @@ alone), run one after the other:
 * baseline: the same surface, conversations and chunk schedule, but the chunks go straight into a
   bare `open_reply`/`ReplyStream` per conversation (`update` with the whole text so far, then
   `finish`), each with its own `ChatPacer`: no agent, no ACP, no BotApp, no store.
+
+* projects (once per `--caps` value, each SWITCHBOARD_MAX_AGENTS): the engine side's
+  conversations spread over `--projects` real projects (SWITCHBOARD_PROJECTS, each its own
+  workspace; conversation i's place bound to project i % P), so one agent per project, of which
+  at most the cap live at once: the least recently used idle one makes room, and turns wait
+  (told once) while all are busy. Reported besides the figures below: agents started, the most
+  alive at once, turns that waited, and the ratios to the one-project engine run (lag p99, peak
+  RSS, live agents, CPU, wall).
 
 Each conversation is one prompt answered by C chunks of `--chunk-chars` characters (a filler
 and a six-digit sequence number, ending in a newline, so whatever the surface is shown says which
@@ -322,80 +331,74 @@ class _Agents:
         return agent
 
 
-def _projects_app(app: Any, projects: int, workspace: Path) -> tuple[Any, list[str]]:
-    """`app` serving conversation c<i> in project i % `projects`, each project its own workspace
-    (one runtime each, through the app's pool), until projects are configured for real."""
-    from dataclasses import replace
+async def _bind_places(app: Any, conversations: int, projects: int) -> None:
+    """Conversation c<i> lands in project i % `projects`: its place is bound to it, as an admin's
+    `/project bind NAME` there would."""
+    from surfaces.base import ConversationKey
 
-    from bot.chat_runner import ChatRunner
+    for index in range(conversations):
+        await app.store.put_place(
+            ConversationKey(BenchSurface.name, f"c{index}"), _project_name(index % projects)
+        )
 
-    specs = []
-    for index in range(projects):
-        folder = workspace / f"project-{index:02d}"
-        folder.mkdir()
-        specs.append(replace(app.spec, workspace=folder.resolve()))
-    waits: list[str] = []
 
-    class ProjectServices:
-        """The app's services with the conversation's project's agent."""
-
-        def __init__(self, spec: Any) -> None:
-            self.spec = spec
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(app, name)
-
-        async def client(self, target: Any = None, *, say: Any = None) -> Any:
-            async def counted(text: str) -> None:
-                waits.append(text)
-                await say(text)
-
-            wait_line = app._wait_line(counted if say is not None else None)
-            return await app._pool.get(self.spec, on_wait=wait_line)
-
-        async def discard_client(self) -> None:
-            await app._pool.discard(self.spec)
-
-        def hold_agent(self, target: Any = None) -> Any:
-            return app.hold_agent(self.spec)
-
-    original = app.runner
-
-    def runner(surface: Any, key: Any) -> Any:
-        if key not in app.runners:
-            services = ProjectServices(specs[int(key.chat[1:]) % projects])
-            app.runners[key] = ChatRunner(services, surface, key)  # type: ignore[arg-type]
-        return original(surface, key)
-
-    app.runner = runner
-    return app, waits
+def _project_name(index: int) -> str:
+    return f"project-{index:02d}"
 
 
 async def _projects(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
+    """The same conversations spread over `--projects` real projects (SWITCHBOARD_PROJECTS),
+    each its own workspace and so its own agent, at most `--max-agents` alive."""
+    import tempfile
+
     agents = _Agents(clock, args.chunk_chars)
     surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
-    async with engine_app(
-        "engine-concurrency-projects-",
-        surface.name,
-        args.conversations,
-        args.timeout,
-        agents.opener(),
-        max_agents=args.max_agents,
-    ) as app:
-        app, waits = _projects_app(app, args.projects, Path(app.settings.workspace))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(clock.run)
-            await app.serve([surface], anyio.Event())
-            tg.cancel_scope.cancel()
+    with tempfile.TemporaryDirectory(prefix="engine-concurrency-workspaces-") as root:
+        projects = {}
+        for index in range(args.projects):
+            workspace = Path(root) / _project_name(index)
+            workspace.mkdir()
+            projects[_project_name(index)] = {"workspace": str(workspace), "agent": "kiro"}
+        async with engine_app(
+            "engine-concurrency-projects-",
+            surface.name,
+            args.conversations,
+            args.timeout,
+            agents.opener(),
+            max_agents=args.max_agents,
+            projects=projects,
+            default_project=_project_name(0),
+        ) as app:
+            await _bind_places(app, args.conversations, args.projects)
+            waits = _WaitLines(surface)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(clock.run)
+                await app.serve([surface], anyio.Event())
+                tg.cancel_scope.cancel()
     return {
         "projects": args.projects,
         "max_agents": args.max_agents,
         "agents_started": len(agents.started),
         "peak_live_agents": agents.peak_live,
-        "wait_lines": len(waits),
+        "wait_lines": waits.count,
         "agent_cpu_s": round(sum(agent.cpu for agent in agents.started) + clock.cpu, 3),
         "agent_cancels": sum(agent.cancels for agent in agents.started),
     }
+
+
+class _WaitLines:
+    """Counts the messages saying a turn waits for a free agent (the surface's sends)."""
+
+    def __init__(self, surface: BenchSurface) -> None:
+        self.count = 0
+        send = surface.send
+
+        async def counting(key: Any, text: str, *, formatted: bool = False) -> Any:
+            if "busy" in text and "waits" in text:
+                self.count += 1
+            return await send(key, text, formatted=formatted)
+
+        surface.send = counting  # type: ignore[method-assign]
 
 
 async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:

@@ -23,10 +23,12 @@ from acp.runtime import RuntimePool, pool_key
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store
+from surfaces.base import ConversationKey
 from tests.acp_helpers import agent_spec, collect_turn, prepare_client, texts
 from tests.conftest import FakeAgent, pid_alive, script
 from tests.engine_helpers import (
     CHAT,
+    SURFACE,
     ScriptedSurface,
     engine_settings,
     finished,
@@ -99,6 +101,40 @@ async def held_turn(tg: anyio.abc.TaskGroup, session: AcpSession) -> HeldTurn:
 async def until(condition: Callable[[], object]) -> None:
     while not condition():
         await anyio.sleep(0.02)
+
+
+# ---- the bot on two projects, one agent allowed -------------------------------------------------
+BOB_CHAT = ConversationKey(SURFACE, "chat-2")
+WAIT_LINE = "The agent is busy in another conversation; your message waits for it."
+
+
+def shown_in(surface: ScriptedSurface, key: ConversationKey) -> str:
+    messages: dict[str, str] = {}
+    for call in surface.ops("send", "edit"):
+        if call.key == key:
+            messages[call.message] = call.text
+    return "\n".join(messages.values())
+
+
+@asynccontextmanager
+async def two_projects(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[BotApp, ScriptedSurface, FakeAgent, FakeAgent]]:
+    """A serving bot with projects `main` (the default) and `other`, each its own scripted
+    agent in its own workspace, and SWITCHBOARD_MAX_AGENTS=1."""
+    main, main_ws = agent(tmp_path, "main")
+    other, other_ws = agent(tmp_path, "other")
+    projects = {
+        name: {"workspace": str(ws), "agent": "kiro", "agent_command": fake.command()}
+        for name, fake, ws in (("main", main, main_ws), ("other", other, other_ws))
+    }
+    settings = engine_settings(
+        tmp_path, main, max_agents=1, projects=projects, default_project="main"
+    )
+    surface = ScriptedSurface()
+    with anyio.fail_after(WAIT):
+        async with running_app(settings, surface) as app:
+            yield app, surface, main, other
 
 
 # ---- many runtimes ------------------------------------------------------------------------------
@@ -213,29 +249,25 @@ async def test_at_the_cap_with_every_agent_busy_gets_wait_each_says_so_once_and_
 
 
 async def test_the_bot_says_the_wait_line_in_the_waiting_conversation_and_then_answers(
-    tmp_path: Path, fake_agent: FakeAgent
+    tmp_path: Path,
 ) -> None:
-    """With one agent allowed and it busy in another workspace's turn, the conversation's message
-    waits: the line is said once there, and the answer follows once the other turn ends."""
-    other_fake, other = spec_of(tmp_path, "other")
-    surface = ScriptedSurface()
-    settings = engine_settings(tmp_path, fake_agent, max_agents=1)
-    with anyio.fail_after(WAIT):
-        async with running_app(settings, surface) as app, anyio.create_task_group() as tg:
-            pool = app._pool
-            assert pool is not None
-            busy = await pool.get(other)
-            turn = await held_turn(tg, await busy.open_session())
-            done = surface.post(surface.message("alice", "hello"))
-            line = "The agent is busy in another conversation; your message waits for it."
-            await wait_for(lambda: line in surface.transcript(), "the wait line")
-            assert fake_agent.spawns() == 0
-            turn.release()
-            await finished(done)
-            shown = surface.transcript()
-    assert shown.count(line) == 1
+    """Two projects, one agent allowed: while bob's turn runs in `other`, alice's message in
+    `main` waits; the line is said once in her conversation, and her answer follows once bob's
+    turn ends."""
+    async with two_projects(tmp_path) as (app, surface, main, other):
+        await app.store.put_place(BOB_CHAT, "other")
+        bobs = surface.post(surface.message("bob", script({"sleep": 60}), key=BOB_CHAT))
+        await wait_for(lambda: other.frames_in("session/prompt"), "bob's turn to start")
+        alices = surface.post(surface.message("alice", "hello"))
+        await wait_for(lambda: WAIT_LINE in shown_in(surface, CHAT), "the wait line")
+        assert main.spawns() == 0
+        assert WAIT_LINE not in shown_in(surface, BOB_CHAT)
+        await finished(surface.post(surface.message("bob", "/stop", key=BOB_CHAT)), bobs)
+        await finished(alices)
+        shown = shown_in(surface, CHAT)
+    assert shown.count(WAIT_LINE) == 1
     assert "Echo: hello" in shown
-    assert other_fake.spawns() == 1 and fake_agent.spawns() == 1
+    assert other.spawns() == 1 and main.spawns() == 1
 
 
 async def test_the_wait_line_names_the_cap(tmp_path: Path, fake_agent: FakeAgent) -> None:
@@ -342,58 +374,41 @@ async def test_one_agent_crashing_leaves_the_others_serving(tmp_path: Path) -> N
     assert fake_a.spawns() == 2 and fake_b.spawns() == 1
 
 
-async def test_the_bot_drops_the_sessions_of_an_agent_the_pool_stopped(
-    tmp_path: Path, fake_agent: FakeAgent
-) -> None:
-    """Stopped for room or as idle: the conversation lets go of its session objects, and its next
-    message resumes the same session on a new agent with session/load."""
-    surface = ScriptedSurface()
-    settings = engine_settings(tmp_path, fake_agent, max_agents=1)
-    _other_fake, other = spec_of(tmp_path, "other")
-    with anyio.fail_after(WAIT):
-        async with running_app(settings, surface) as app:
-            await finished(surface.post(surface.message("alice", "first")))
-            session = app.runners[CHAT].sessions.current
-            assert session is not None
-            assert app._pool is not None
-            await app._pool.get(other)  # the conversation's agent is idle: it makes room
-            assert not session.client.runtime.alive
-            assert app.runners[CHAT].sessions.current is None
-            await finished(surface.post(surface.message("alice", "second")))
-    assert "Echo: second" in surface.transcript()
-    (loaded,) = fake_agent.frames_in("session/load")
+async def test_the_bot_drops_the_sessions_of_an_agent_the_pool_stopped(tmp_path: Path) -> None:
+    """Stopped for another project's room: the conversation lets go of its session objects, and
+    its next message resumes the same session on a new agent with session/load."""
+    async with two_projects(tmp_path) as (app, surface, main, other):
+        await finished(surface.post(surface.message("alice", "first")))
+        session = app.runners[CHAT].sessions.current
+        assert session is not None
+        await app.store.put_place(BOB_CHAT, "other")
+        await finished(surface.post(surface.message("bob", "hi", key=BOB_CHAT)))
+        assert not session.client.runtime.alive  # alice's agent was idle: it made room
+        assert app.runners[CHAT].sessions.current is None
+        await finished(surface.post(surface.message("alice", "second")))
+        shown = shown_in(surface, CHAT)
+    assert "Echo: second" in shown and "Echo: hi" in shown_in(surface, BOB_CHAT)
+    assert "could not be restored" not in shown
+    (loaded,) = main.frames_in("session/load")
     assert loaded["params"]["sessionId"] == session.session_id
-    assert fake_agent.spawns() == 2
+    assert main.spawns() == 2 and other.spawns() == 1
 
 
 async def test_a_conversation_whose_turn_runs_or_waits_keeps_its_agent_at_the_cap(
-    tmp_path: Path, fake_agent: FakeAgent
+    tmp_path: Path,
 ) -> None:
     """Between taking its agent and prompting it a turn looks idle to the agent: the runner's
     hold is what keeps the pool from stopping that agent for another's room."""
-    surface = ScriptedSurface()
-    settings = engine_settings(tmp_path, fake_agent, max_agents=1)
-    _other_fake, other = spec_of(tmp_path, "other")
-    told: list[str] = []
-    got: list[AcpClient] = []
-    with anyio.fail_after(WAIT):
-        async with running_app(settings, surface) as app, anyio.create_task_group() as tg:
-            await finished(surface.post(surface.message("alice", "first")))
-            session = app.runners[CHAT].sessions.current
-            assert session is not None and not session.client.busy
-            pool = app._pool
-            assert pool is not None
-            release = app.hold_agent()  # as ChatRunner._work holds it for its queue
-
-            async def say() -> None:
-                told.append("waiting")
-
-            async def wanted() -> None:
-                got.append(await pool.get(other, on_wait=say))
-
-            tg.start_soon(wanted)
-            await until(lambda: told)
-            assert session.client.runtime.alive and got == []
-            release()
-            await until(lambda: got)
-            assert not session.client.runtime.alive
+    async with two_projects(tmp_path) as (app, surface, _main, _other):
+        await finished(surface.post(surface.message("alice", "first")))
+        session = app.runners[CHAT].sessions.current
+        assert session is not None and not session.client.busy
+        release = app.hold_agent(app.plans.default)  # as ChatRunner._work holds it
+        await app.store.put_place(BOB_CHAT, "other")
+        bobs = surface.post(surface.message("bob", "hi", key=BOB_CHAT))
+        await wait_for(lambda: WAIT_LINE in shown_in(surface, BOB_CHAT), "the wait line")
+        assert session.client.runtime.alive
+        release()
+        await finished(bobs)
+        assert not session.client.runtime.alive
+    assert "Echo: hi" in shown_in(surface, BOB_CHAT)
