@@ -288,6 +288,13 @@ class AcpClient:
         return self.runtime.backend
 
     @property
+    def busy(self) -> bool:
+        """A turn runs on one of its sessions (a pending permission is part of a turn), or a
+        request to it awaits its answer (a session being opened or loaded): stopping it now
+        would cut someone off."""
+        return self.runtime.handle.awaiting or any(s.busy for s in self.sessions.values())
+
+    @property
     def prompt_capabilities(self) -> PromptCapabilities:
         """What the agent takes in a prompt besides text, as `initialize` said (only a literal
         `true` counts)."""

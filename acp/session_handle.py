@@ -204,6 +204,11 @@ class SessionHandle:
         self.on_request: RequestHandler = _no_handler
         self.on_notification: NotificationHandler = _ignore_notification
 
+    @property
+    def awaiting(self) -> bool:
+        """A request either way is unanswered (ours to the agent, or the agent's to us)."""
+        return bool(self._pending or self._running)
+
     # ---- sessions -------------------------------------------------------------------------
     def open_inbox(self, session_id: str) -> SessionInbox:
         inbox = self._inboxes.get(session_id)

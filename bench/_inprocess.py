@@ -190,7 +190,12 @@ def opener_for(make_agent: Callable[[], Agent]) -> RuntimeOpener:
 
 @asynccontextmanager
 async def engine_app(
-    prefix: str, surface_name: str, conversations: int, timeout: float, opener: RuntimeOpener
+    prefix: str,
+    surface_name: str,
+    conversations: int,
+    timeout: float,
+    opener: RuntimeOpener,
+    **overrides: Any,
 ) -> AsyncIterator[BotApp]:
     """The real `BotApp` as the engine benchmarks run it: a SQLite store in a temporary
     directory, users `u0`..`u<conversations-1>` allowed on `surface_name`, agents from `opener`;
@@ -212,6 +217,7 @@ async def engine_app(
             state=state,
             prompt_timeout=timeout,
             request_timeout=timeout,
+            **overrides,
         )
         users = frozenset(f"u{index}" for index in range(conversations))
         access = AccessPolicy({surface_name: SurfaceRules(chat=users)})

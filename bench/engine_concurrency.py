@@ -3,7 +3,8 @@
 
     python bench/engine_concurrency.py [--conversations 1000] [--chunks 200] [--interval 1.0]
                                        [--chunk-gap 0.05] [--chunk-chars 20] [--ramp 1.0]
-                                       [--timeout 600] [--only engine|baseline]
+                                       [--timeout 600] [--only engine|baseline|projects]
+                                       [--projects 20] [--caps 8,20]
 
 Two sides, each in its own child process (so each peak RSS and CPU figure belongs to that side
 alone), run one after the other:
@@ -19,6 +20,14 @@ alone), run one after the other:
 * baseline: the same surface, conversations and chunk schedule, but the chunks go straight into a
   bare `open_reply`/`ReplyStream` per conversation (`update` with the whole text so far, then
   `finish`), each with its own `ChatPacer`: no agent, no ACP, no BotApp, no store.
+
+* projects (once per `--caps` value, each SWITCHBOARD_MAX_AGENTS): the engine side's
+  conversations spread over `--projects` real projects (SWITCHBOARD_PROJECTS, each its own
+  workspace; conversation i's place bound to project i % P), so one agent per project, of which
+  at most the cap live at once: the least recently used idle one makes room, and turns wait
+  (told once) while all are busy. Reported besides the figures below: agents started, the most
+  alive at once, turns that waited, and the ratios to the one-project engine run (lag p99, peak
+  RSS, live agents, CPU, wall).
 
 Each conversation is one prompt answered by C chunks of `--chunk-chars` characters (a filler
 and a six-digit sequence number, ending in a newline, so whatever the surface is shown says which
@@ -240,9 +249,156 @@ async def _engine(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) ->
         await app.serve([surface], anyio.Event())
     return {
         "agents_started": len(agents),
+        "peak_live_agents": len(agents),
         "agent_cpu_s": round(sum(agent.cpu for agent in agents) + clock.cpu, 3),
         "agent_cancels": sum(agent.cancels for agent in agents),
     }
+
+
+# ---- many projects: one agent per workspace, at most --max-agents live --------------------------
+class _PoolAgent(InProcessAgent):
+    """The bench agent for one workspace of many: the chunk clock is shared (one task emits every
+    agent's due chunks), so the agent neither runs it nor takes over its output; `_Agents` hands
+    each agent its own streams' chunks."""
+
+    def __init__(self, clock: ChunkClock, chunk_chars: int, agents: _Agents) -> None:
+        flush = clock.flush
+        super().__init__(clock, chunk_chars)
+        clock.flush = flush
+        self._agents = agents
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                await self._read_only()
+        finally:
+            await self.process.agent_exits()
+
+    async def _read_only(self) -> None:
+        async with anyio.create_task_group() as tg:
+            await self._read(tg)
+            tg.cancel_scope.cancel()
+
+    def _handle(self, message: dict[str, Any]) -> bytes:
+        if message.get("method") == "session/prompt":
+            self._agents.owner[int(message["params"]["prompt"][0]["text"].split()[-1])] = self
+        return super()._handle(message)
+
+
+class _Agents:
+    """Every in-process agent of a projects run, which conversation's stream is whose, and how
+    many are alive (the figure the cap bounds)."""
+
+    def __init__(self, clock: ChunkClock, chunk_chars: int) -> None:
+        self.clock = clock
+        self.chunk_chars = chunk_chars
+        self.started: list[_PoolAgent] = []
+        self.owner: dict[int, _PoolAgent] = {}
+        self.live = 0
+        self.peak_live = 0
+        clock.flush = self._flush
+
+    async def _flush(self, batch: list[tuple[Stream, int]]) -> None:
+        parts: dict[int, tuple[_PoolAgent, list[tuple[Stream, int]]]] = {}
+        for stream, seq in batch:
+            agent = self.owner[stream.conv]
+            parts.setdefault(id(agent), (agent, []))[1].append((stream, seq))
+        for agent, part in parts.values():
+            await agent._flush(part)
+
+    def opener(self) -> Any:
+        from contextlib import asynccontextmanager
+
+        from bench._inprocess import opener_for
+
+        inner = opener_for(self._make)
+
+        @asynccontextmanager
+        async def counted(spec: Any) -> Any:
+            self.live += 1
+            self.peak_live = max(self.peak_live, self.live)
+            try:
+                async with inner(spec) as runtime:
+                    yield runtime
+            finally:
+                self.live -= 1
+
+        return counted
+
+    def _make(self) -> _PoolAgent:
+        agent = _PoolAgent(self.clock, self.chunk_chars, self)
+        self.started.append(agent)
+        return agent
+
+
+async def _bind_places(app: Any, conversations: int, projects: int) -> None:
+    """Conversation c<i> lands in project i % `projects`: its place is bound to it, as an admin's
+    `/project bind NAME` there would."""
+    from surfaces.base import ConversationKey
+
+    for index in range(conversations):
+        await app.store.put_place(
+            ConversationKey(BenchSurface.name, f"c{index}"), _project_name(index % projects)
+        )
+
+
+def _project_name(index: int) -> str:
+    return f"project-{index:02d}"
+
+
+async def _projects(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
+    """The same conversations spread over `--projects` real projects (SWITCHBOARD_PROJECTS),
+    each its own workspace and so its own agent, at most `--max-agents` alive."""
+    import tempfile
+
+    agents = _Agents(clock, args.chunk_chars)
+    surface = BenchSurface(rec, args.conversations, args.ramp, args.interval)
+    with tempfile.TemporaryDirectory(prefix="engine-concurrency-workspaces-") as root:
+        projects = {}
+        for index in range(args.projects):
+            workspace = Path(root) / _project_name(index)
+            workspace.mkdir()
+            projects[_project_name(index)] = {"workspace": str(workspace), "agent": "kiro"}
+        async with engine_app(
+            "engine-concurrency-projects-",
+            surface.name,
+            args.conversations,
+            args.timeout,
+            agents.opener(),
+            max_agents=args.max_agents,
+            projects=projects,
+            default_project=_project_name(0),
+        ) as app:
+            await _bind_places(app, args.conversations, args.projects)
+            waits = _WaitLines(surface)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(clock.run)
+                await app.serve([surface], anyio.Event())
+                tg.cancel_scope.cancel()
+    return {
+        "projects": args.projects,
+        "max_agents": args.max_agents,
+        "agents_started": len(agents.started),
+        "peak_live_agents": agents.peak_live,
+        "wait_lines": waits.count,
+        "agent_cpu_s": round(sum(agent.cpu for agent in agents.started) + clock.cpu, 3),
+        "agent_cancels": sum(agent.cancels for agent in agents.started),
+    }
+
+
+class _WaitLines:
+    """Counts the messages saying a turn waits for a free agent (the surface's sends)."""
+
+    def __init__(self, surface: BenchSurface) -> None:
+        self.count = 0
+        send = surface.send
+
+        async def counting(key: Any, text: str, *, formatted: bool = False) -> Any:
+            if "busy" in text and "waits" in text:
+                self.count += 1
+            return await send(key, text, formatted=formatted)
+
+        surface.send = counting  # type: ignore[method-assign]
 
 
 async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) -> dict[str, Any]:
@@ -300,7 +456,7 @@ def child(side: str, args: argparse.Namespace) -> None:
     loop = LoopLag()
     gc_pauses = GcPauses()
     gc.callbacks.append(gc_pauses)
-    phase = _engine if side == "engine" else _baseline
+    phase = {"engine": _engine, "baseline": _baseline, "projects": _projects}[side]
     result: dict[str, Any] = {"side": side}
 
     async def run() -> None:
@@ -358,10 +514,17 @@ def child(side: str, args: argparse.Namespace) -> None:
 
 
 # ---- parent ------------------------------------------------------------------------------------
-def run_child(side: str, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
+def run_child(
+    side: str, args: argparse.Namespace, timeout: float, max_agents: int = 8
+) -> dict[str, Any]:
+    label = f"{side}-cap{max_agents}" if side == "projects" else side
     cmd = [
         "--child",
         side,
+        "--projects",
+        str(args.projects),
+        "--max-agents",
+        str(max_agents),
         "--conversations",
         str(args.conversations),
         "--chunks",
@@ -381,12 +544,13 @@ def run_child(side: str, args: argparse.Namespace, timeout: float) -> dict[str, 
         cmd += ["--profile", args.profile]
     run = _harness.run_child(__file__, cmd, timeout + 20, capture_stderr=True)
     if run.timed_out:
-        return {"side": side, "error": f"killed after {timeout + 20:.0f} s"}
+        return {"side": label, "error": f"killed after {timeout + 20:.0f} s"}
     result = run.result(CHILD_TAG)
     if result is not None:
+        result["side"] = label
         return result
     tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"side": side, "error": f"exit code {run.returncode}: {tail}"}
+    return {"side": label, "error": f"exit code {run.returncode}: {tail}"}
 
 
 def _ms(value: float | None) -> str:
@@ -400,6 +564,17 @@ def _show(result: dict[str, Any]) -> None:
         return
     ex, raw, call = result["excess_ms"], result["raw_lag_ms"], result["call_excess_ms"]
     slip, loop = result["slip_ms"], result["loop_lag_ms"]
+    if "peak_live_agents" in result and result["side"] != "baseline":
+        print(
+            f"  {side:8}: {result.get('projects', 1)} project(s), agents started"
+            f" {result['agents_started']}, at most {result['peak_live_agents']} live at once"
+            + (
+                f" (cap {result['max_agents']}), {result['wait_lines']} turns waited for one"
+                if "max_agents" in result
+                else ""
+            ),
+            flush=True,
+        )
     print(
         f"  {side:8}: {result['complete']}/{result['conversations']} conversations complete,"
         f" {result['chunks_shown']}/{result['chunks_total']} chunks shown,"
@@ -453,9 +628,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--chunk-chars", type=int, default=20, help="characters per chunk (>= 7)")
     ap.add_argument("--ramp", type=float, default=1.0, help="seconds over which people write")
     ap.add_argument("--timeout", type=float, default=600.0, help="overall budget, seconds")
-    ap.add_argument("--only", choices=["engine", "baseline"], help="run one side only")
+    ap.add_argument("--only", choices=["engine", "baseline", "projects"], help="run one side only")
+    ap.add_argument(
+        "--projects",
+        type=int,
+        default=20,
+        help="projects run: the conversations spread over this many workspaces (0: no run)",
+    )
+    ap.add_argument(
+        "--caps",
+        default="8,20",
+        help="projects run: SWITCHBOARD_MAX_AGENTS values, one run each (comma list)",
+    )
+    ap.add_argument("--max-agents", type=int, default=8, help=argparse.SUPPRESS)
     ap.add_argument("--profile", metavar="FILE", help="cProfile each side into FILE.<side>")
-    ap.add_argument("--child", choices=["engine", "baseline"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["engine", "baseline", "projects"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.conversations < 1 or args.chunks < 1 or args.chunks > 999_999:
         ap.error("--conversations and --chunks must be positive (chunks < 1e6)")
@@ -466,8 +653,17 @@ def main(argv: list[str]) -> int:
         child(args.child, args)
         return 0
 
+    try:
+        caps = [int(cap) for cap in args.caps.split(",") if cap.strip()]
+    except ValueError:
+        ap.error("--caps must be a comma list of whole numbers")
+    if any(cap < 1 for cap in caps) or args.projects < 0:
+        ap.error("--caps must be positive, --projects not negative")
     deadline = time.monotonic() + args.timeout
     sides = [args.only] if args.only else ["baseline", "engine"]
+    if args.projects and args.only in (None, "projects"):
+        sides = [side for side in sides if side != "projects"]
+        sides += [f"projects-cap{cap}" for cap in caps]
     print(
         f"engine concurrency: {args.conversations} conversations x {args.chunks} chunks"
         f" of {args.chunk_chars} chars every {args.chunk_gap:g} s,"
@@ -480,7 +676,8 @@ def main(argv: list[str]) -> int:
         if left <= 1:
             results[side] = {"side": side, "error": "overall timeout reached"}
         else:
-            results[side] = run_child(side, args, left)
+            kind, _, cap = side.partition("-cap")
+            results[side] = run_child(kind, args, left, int(cap or 8))
         _show(results[side])
 
     engine, baseline = results.get("engine"), results.get("baseline")
@@ -526,6 +723,26 @@ def main(argv: list[str]) -> int:
         print(
             f"CPU per chunk engine/baseline {ratios['cpu']}"
             f" ({'meets' if cpu_ok else 'MISSES'} <= {TARGET_CPU_RATIO:g})"
+        )
+    single = results.get("engine")
+    for side, result in results.items():
+        if not side.startswith("projects") or "excess_ms" not in result:
+            continue
+        if single is None or "excess_ms" not in single:
+            continue
+        vs_single = {
+            "excess_p99": _ratio(result["excess_ms"]["p99"], single["excess_ms"]["p99"]),
+            "peak_rss": _ratio(result["peak_rss_mib"], single["peak_rss_mib"]),
+            "live_agents": _ratio(result["peak_live_agents"], single["peak_live_agents"]),
+            "cpu": _ratio(result["cpu_s"], single["cpu_s"]),
+            "wall": _ratio(result["wall_s"], single["wall_s"]),
+        }
+        ratios[f"{side}/engine"] = vs_single
+        print(
+            f"ratios {side}/engine (one project): lag beyond pacing p99 {vs_single['excess_p99']};"
+            f" peak RSS {vs_single['peak_rss']}; live agents {vs_single['live_agents']}"
+            f" ({result['peak_live_agents']} vs {single['peak_live_agents']});"
+            f" CPU {vs_single['cpu']}; wall {vs_single['wall']}"
         )
     failed = any("error" in r for r in results.values())
     print(

@@ -221,7 +221,7 @@ class ConversationSessions:
     async def session(self) -> AcpSession:
         services = self.services
         target = await self.target()
-        client = await services.client(target)
+        client = await services.client(target, say=self._say)
         if self.current is not None and self.current.client is client:
             return self.current
         key = self.key
@@ -235,7 +235,8 @@ class ConversationSessions:
         if binding is not None:
             session, notice = await self._resume(client, binding)
             if session is None:
-                client = await services.client(target)  # a failed load may have taken it down
+                # a failed load may have taken the agent down
+                client = await services.client(target, say=self._say)
         if session is None:
             session = await client.open_session()
             model = binding.model if binding is not None else target.agent.model

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -26,7 +26,16 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
+from acp import (
+    AcpClient,
+    AgentCommand,
+    PoolKey,
+    RuntimeOpener,
+    RuntimePool,
+    UsageInfo,
+    open_runtime,
+    pool_key,
+)
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
@@ -101,17 +110,42 @@ class BotApp:
         self._tg: anyio.abc.TaskGroup | None = None
         self._pool: RuntimePool[AcpClient] | None = None
         self._opener = opener  # how agents start: a process by default
-        self._last_used = time.monotonic()
+        # Conversations whose turn runs or waits, by the pool key of their agent: the pool stops
+        # none of these agents (a turn between taking its agent and prompting it looks idle).
+        self._held: Counter[PoolKey] = Counter()
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
 
-    async def client(self, target: AgentTarget | None = None) -> AcpClient:
+    async def client(
+        self,
+        target: AgentTarget | None = None,
+        *,
+        say: Callable[[str], Awaitable[None]] | None = None,
+    ) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
-        self._last_used = time.monotonic()
-        return await self._pool.get((target or self.plans.default).spec)
+        spec = (target or self.plans.default).spec
+        return await self._pool.get(spec, on_wait=self._wait_line(say))
+
+    def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
+        key = pool_key((target or self.plans.default).spec)
+        self._held[key] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._held[key] -= 1
+            if not self._held[key]:
+                del self._held[key]
+                if self._pool is not None:
+                    self._pool.notify_idle()
+
+        return release
 
     async def discard_client(self, target: AgentTarget | None = None) -> None:
         if self._pool is not None:
@@ -279,9 +313,14 @@ class BotApp:
         async with tuned_for_serving(), anyio.create_task_group() as tg:
             self._tg = tg
             self._pool = RuntimePool(
-                tg, client_preparer(self.plans.gate_for, self.settings), opener=self._opener
+                tg,
+                client_preparer(self.plans.gate_for, self.settings),
+                opener=self._opener,
+                max_live=self.settings.max_agents,
+                is_idle=self._agent_idle,
+                on_stop=self._runtime_stopped,
             )
-            tg.start_soon(self._reap_idle)
+            tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
             await self._redeliver()
             await self._tell_cut_off_turns()
@@ -318,17 +357,31 @@ class BotApp:
             for surface in self._surfaces.values():
                 await surface.close()
 
-    async def _reap_idle(self) -> None:
-        while True:
-            await anyio.sleep(min(60.0, self.settings.runtime_idle / 2))
-            idle = time.monotonic() - self._last_used
-            if idle >= self.settings.runtime_idle and not any(
-                runner.running for runner in self.runners.values()
-            ):
-                log.info("stopping the idle agent after %.0f s", idle)
-                for runner in self.runners.values():
-                    runner.sessions.drop()
-                await self.discard_client()
+    # ---- the runtime pool's two hooks (idle reaping and the agent cap are the pool's rules) --
+    def _runtime_stopped(self, client: AcpClient) -> None:
+        """The pool stopped an idle agent (unused, or the least recently used at the cap): its
+        conversations drop their session objects; the next message resumes with session/load."""
+        for runner in self.runners.values():
+            current = runner.sessions.current
+            if current is not None and current.client is client:
+                runner.sessions.drop()
+
+    def _agent_idle(self, client: AcpClient) -> bool:
+        return not client.busy and pool_key(client.runtime.spec) not in self._held
+
+    def _wait_line(
+        self, say: Callable[[str], Awaitable[None]] | None
+    ) -> Callable[[], Awaitable[None]] | None:
+        """What a turn waiting for a free agent says, once, in its conversation."""
+        if say is None:
+            return None
+        limit = self.settings.max_agents
+        line = (
+            f"All {limit} agents are busy; your message waits for one to finish."
+            if limit > 1
+            else "The agent is busy in another conversation; your message waits for it."
+        )
+        return lambda: say(line)
 
     async def _redeliver(self) -> None:
         for entry in await self.store.ledger_pending():

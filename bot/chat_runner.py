@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
@@ -269,6 +269,7 @@ class ChatRunner:
         return done
 
     async def _work(self) -> None:
+        release_agent = await self._hold_agent()
         try:
             while self.queue:
                 batch = [self.queue.popleft()]
@@ -288,6 +289,7 @@ class ChatRunner:
                     for queued in batch:
                         queued.done.set()
         finally:  # a crash never leaves the conversation busy
+            release_agent()
             self.running = False
             self.idle_since = time.monotonic()
             for queued in self.queue:
@@ -295,6 +297,15 @@ class ChatRunner:
             self.queue.clear()
             if self._idle is not None:
                 self._idle.set()
+
+    async def _hold_agent(self) -> Callable[[], None]:
+        """The conversation's agent is in use until its queue ends: the pool stops it neither as
+        idle nor for room, also between a turn taking it and prompting it."""
+        try:
+            target = await self.sessions.target()
+        except Exception:  # the turn reads it again, where a turn's faults are told
+            return lambda: None
+        return self.services.hold_agent(target)
 
     async def wait_idle(self) -> None:
         """Return once no turn runs or waits here (at once when none does)."""

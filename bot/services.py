@@ -6,7 +6,7 @@ runs its turn with these services. `BotApp` implements it; a test can too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,9 +37,20 @@ class ConversationServices(Protocol):
         started it, and ends when the app winds down."""
         ...
 
-    async def client(self, target: AgentTarget | None = None) -> AcpClient:
+    async def client(
+        self,
+        target: AgentTarget | None = None,
+        *,
+        say: Callable[[str], Awaitable[None]] | None = None,
+    ) -> AcpClient:
         """The pooled agent of `target` (default: the default project's), started (or
-        restarted) on demand."""
+        restarted) on demand. When every agent allowed is busy the call waits for one; `say`
+        tells the conversation so, once."""
+        ...
+
+    def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
+        """Until the returned function is called (a turn runs or waits in the conversation),
+        the pool neither stops `target`'s agent as idle nor for another's room."""
         ...
 
     async def discard_client(self, target: AgentTarget | None = None) -> None:

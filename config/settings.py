@@ -255,6 +255,8 @@ class Settings(BaseSettings):
     agent_mode: str = ""  # the session mode that asks before tools; "" = the preset's or detected
     approval_timeout: float = Field(default=300.0, gt=0)
     queue_limit: int = Field(default=5, ge=1, le=100)
+    # -- the runtime pool (issue 14): agent processes live at once; each one idle this long stops --
+    max_agents: int = Field(default=8, ge=1, le=1000)
     runtime_idle: float = Field(default=900.0, gt=0)
     dedupe_ttl: float = Field(default=86400.0, gt=0)
     # -- what a reply shows besides the answer (issue 13: progress and files out) --

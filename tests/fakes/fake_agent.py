@@ -905,6 +905,9 @@ def _session_not_found(params: dict[str, Any]) -> dict[str, Any]:
 def h_initialize(rid: Any, params: dict[str, Any]) -> None:
     if ARGS.init_hang:
         return  # an agent stuck at start: it never answers initialize
+    if ARGS.init_wait_file and not os.path.exists(ARGS.init_wait_file):
+        _pool_answer_initialize_later(rid, params)
+        return
     if ARGS.init_error is not None:
         reply_error(rid, ARGS.init_error)
         return
@@ -1436,8 +1439,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--log", default=os.environ.get("FAKE_AGENT_LOG") or None)
     ap.add_argument("--state-dir", default=os.environ.get("FAKE_AGENT_STATE") or None)
     _gate_add_args(ap)  # tool gate extras
+    _pool_add_args(ap)  # runtime pool extras
     _files_add_args(ap)  # prompt content extras
     return ap.parse_args(argv)
+
+
+# ---- runtime pool extras (issue 14): a slow start the test controls -------------------------
+def _pool_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--init-wait-file",
+        help="answer initialize only once this file exists (a slow start ended by the test)",
+    )
+
+
+def _pool_answer_initialize_later(rid: Any, params: dict[str, Any]) -> None:
+    """Wait for the file on a thread (the main thread keeps reading stdin), then answer."""
+
+    def wait() -> None:
+        while not os.path.exists(ARGS.init_wait_file):
+            time.sleep(0.02)
+        log({"event": "init_released"})
+        ARGS.init_wait_file = None
+        h_initialize(rid, params)
+
+    threading.Thread(target=wait, daemon=True).start()
 
 
 def _on_sigterm(signum: int, _frame: Any) -> None:
