@@ -313,6 +313,8 @@ class ChatRunner:
             await self._idle.wait()
 
     async def _turn(self, batch: list[Inbound]) -> None:
+        if not await self._may_use_project(batch[0].user):
+            return
         intake = await self._take_in(batch)
         if intake is None:
             return  # every file was refused (and said so), and there was nothing else
@@ -471,6 +473,19 @@ class ChatRunner:
                 self.menu_shown = wanted
         finally:
             self._menu_syncing = False
+
+    async def _may_use_project(self, user: UserRef) -> bool:
+        """A conversation that landed in a project (its place's, or the default) is only worked
+        on by the people that project is open to; the rest are told, without its name."""
+        target = await self.sessions.target()
+        if target.project.may_use(self.services.access, self.key.surface, user.id):
+            return True
+        prefix = self.surface.capabilities.command_prefixes[0]
+        await self.say(
+            "This conversation works in a project you may not use; "
+            f"{prefix}project lists the ones you may."
+        )
+        return False
 
     @asynccontextmanager
     async def _journalled(self, requester: UserRef) -> AsyncIterator[str]:

@@ -295,6 +295,24 @@ async def test_telegram_an_admin_binds_a_group_and_a_topic_and_new_conversations
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("clean_env")
+async def test_telegram_a_person_is_refused_in_a_place_bound_to_a_project_they_may_not_use(
+    tmp_path: Path, fake_agent: FakeAgent, tg_api: FakeBotApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = tg_api
+    topic = api.add_topic(GROUP, CAROL)
+    async with serving(tg_settings(tmp_path, fake_agent, api, monkeypatch)):
+        api.post_message(GROUP, CAROL, f"@{BOT_USERNAME} /project bind web", thread=topic)
+        await wait_for(shows(api, GROUP, "start in project web"), "the topic bound")
+        api.post_message(GROUP, BOB, f"@{BOT_USERNAME} let me in", thread=topic)
+        await wait_for(shows(api, GROUP, "a project you may not use"), "bob refused")
+        api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} hello web", thread=topic)
+        await wait_for(shows(api, GROUP, "Echo: hello web"), "alice's answer")
+    assert prompts(fake_agent) == [("claude", "hello web")]  # bob's message reached no agent
+    assert "let me in" not in api.chat_text(GROUP).split("a project you may not use")[1]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("clean_env")
 async def test_telegram_a_restart_resumes_each_conversation_in_its_own_project(
     tmp_path: Path, fake_agent: FakeAgent, tg_api: FakeBotApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
