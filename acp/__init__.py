@@ -40,7 +40,7 @@ from acp.runtime import (
     open_runtime,
     resolve_executable,
 )
-from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession
+from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession, AcpSessionListUnsupported
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
@@ -58,6 +58,7 @@ from acp.types import (
     AcpPromptStats,
     AgentCommand,
     AgentFile,
+    AgentSessionInfo,
     ConfigChoice,
     ConfigOption,
     EventKind,
@@ -69,6 +70,7 @@ from acp.types import (
     PlanEntry,
     PromptCapabilities,
     RefusalInfo,
+    SessionCapabilities,
     SessionNotice,
     TerminalActivity,
     ToolCall,
@@ -108,12 +110,14 @@ __all__ = [
     "AcpRuntimeDead",
     "AcpRuntimeError",
     "AcpSession",
+    "AcpSessionListUnsupported",
     "AcpSpawnFailed",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",
     "AgentCommand",
     "AgentFile",
+    "AgentSessionInfo",
     "Backend",
     "ConfigChoice",
     "ConfigOption",
@@ -132,6 +136,7 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "SessionCapabilities",
     "SessionNotice",
     "SessionState",
     "TerminalActivity",

@@ -204,7 +204,7 @@ class BotApp:
         )
         if parsed is not None and parsed.command.handler is not None:
             with runner.held():
-                await run_command(runner, parsed)
+                await run_command(runner, parsed, event.user)
             return False
         if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())

@@ -16,11 +16,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
+from bot.access import Role
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
+from bot.session_history import DEFAULT_PROJECT, SessionListing, find, gather, listing_text
+from surfaces.base import UserRef
 
-# Answers the command in `runner`'s conversation, given the text after the command's name.
-Handler = Callable[[ChatRunner, str], Awaitable[str]]
+# Answers the command in `runner`'s conversation, given the text after the command's name and
+# who typed it (None when nobody did: a Stop press is answered as /stop).
+Handler = Callable[[ChatRunner, str, UserRef | None], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,18 +35,18 @@ class Command:
     handler: Handler | None = None  # None: the agent's command, sent to it as prompt text
 
 
-async def _new(runner: ChatRunner, args: str) -> str:
+async def _new(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
     await runner.stop()
     await runner.sessions.forget()
     return "Started a fresh conversation; the agent will not see earlier messages."
 
 
-async def _stop(runner: ChatRunner, args: str) -> str:
+async def _stop(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
     stopped, dropped = await runner.stop()
     return stop_reply(stopped, dropped)
 
 
-async def _status(runner: ChatRunner, args: str) -> str:
+async def _status(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
     services = runner.services
     session = runner.sessions.current
     spec = services.spec
@@ -80,7 +84,7 @@ async def _status(runner: ChatRunner, args: str) -> str:
     return "\n".join(lines)
 
 
-async def _model(runner: ChatRunner, wanted: str) -> str:
+async def _model(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str:
     if runner.running:
         return "Wait for the current reply (or stop it) before switching models."
     session = await runner.sessions.session()
@@ -103,8 +107,60 @@ async def _model(runner: ChatRunner, wanted: str) -> str:
     return f"Model set to {wanted}."
 
 
-async def _help(runner: ChatRunner, args: str) -> str:
+async def _help(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
+
+
+# ---- /sessions and /resume (bot/session_history.py) --------------------------------------------
+def _is_admin(runner: ChatRunner, asker: UserRef | None) -> bool:
+    if asker is None:
+        return False
+    return runner.services.access.role(runner.key.surface, asker.id) >= Role.ADMIN
+
+
+async def _listing(runner: ChatRunner, asker: UserRef | None) -> SessionListing:
+    services = runner.services
+    client = await services.client()
+    binding = await services.store.get_binding(runner.key)
+    current = runner.sessions.current
+    return await gather(
+        services.store,
+        runner.key,
+        client,
+        project=DEFAULT_PROJECT,
+        workspace=client.runtime.workspace,
+        current=current.session_id if current else (binding.session_id if binding else ""),
+        admin=_is_admin(runner, asker),
+    )
+
+
+async def _sessions(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
+    listing = await _listing(runner, asker)
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    return listing_text(listing, prefix, time.time())
+
+
+async def _resume(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str:
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    if not wanted:
+        return f"Name the session to resume: {prefix}resume ID, with an ID {prefix}sessions shows."
+    if runner.running:
+        return "Wait for the current reply (or stop it) before resuming another session."
+    client = await runner.services.client()
+    if not client.session_capabilities.load:
+        return "The agent cannot load earlier sessions, so none can be resumed."
+    picked = find(await _listing(runner, asker), wanted)
+    if isinstance(picked, str):
+        return picked
+    if picked.current:
+        return "This conversation is already in that session."
+    if runner.sessions.in_use_elsewhere(client, picked.session_id):
+        return "Another conversation is using that session right now."
+    session = await runner.sessions.resume(picked.session_id)
+    if session is None:
+        return "The agent could not load that session; this conversation keeps its current one."
+    title = f" ({picked.title})" if picked.title else ""
+    return f"Resumed session {picked.session_id}{title}; the next message continues it."
 
 
 NEW = Command("new", "start a fresh agent session for this conversation", handler=_new)
@@ -116,9 +172,13 @@ STATUS = Command(
     "status", "agent, model, workspace, what is running, context used", handler=_status
 )
 MODEL = Command("model", "list the agent's models, or switch to one", "[ID]", handler=_model)
+SESSIONS = Command(
+    "sessions", "this conversation's recent agent sessions, to resume one", handler=_sessions
+)
+RESUME = Command("resume", "continue an earlier agent session", "ID", handler=_resume)
 HELP = Command("help", "this list", handler=_help)
 
-COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, HELP)
+COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, SESSIONS, RESUME, HELP)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 _RE_COMMAND = re.compile(r"^([a-z][a-z0-9_-]*)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)
@@ -158,12 +218,15 @@ def parse_command(
     return None
 
 
-async def run_command(runner: ChatRunner, parsed: ParsedCommand) -> None:
-    """Answer one of our own commands in its conversation; an agent failure is the answer."""
+async def run_command(
+    runner: ChatRunner, parsed: ParsedCommand, asker: UserRef | None = None
+) -> None:
+    """Answer one of our own commands in its conversation, typed by `asker`; an agent failure
+    is the answer."""
     handler = parsed.command.handler
     assert handler is not None, f"/{parsed.command.name} is the agent's to answer"
     try:
-        answer = await handler(runner, parsed.args)
+        answer = await handler(runner, parsed.args, asker)
     except AGENT_ERRORS as exc:
         answer = str(exc)
     await runner.say(answer)

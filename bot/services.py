@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from acp import AcpClient, RuntimeSpec
+from bot.access import AccessPolicy
 from bot.ladder import RetryPolicy
 from bot.permissions import ApprovalBroker
 from bot.reply import ReplyStream
@@ -22,6 +23,7 @@ from surfaces.base import ConversationKey, Surface
 class ConversationServices(Protocol):
     settings: Settings
     store: StateStore
+    access: AccessPolicy  # who may do what (/sessions shows admins more)
     approvals: ApprovalBroker
     policy: RetryPolicy
     spec: RuntimeSpec  # the agent every conversation talks to (named by /status)
