@@ -182,9 +182,12 @@ class ConversationSessions:
         return session
 
     def in_use_elsewhere(self, client: AcpClient, session_id: str) -> bool:
-        """Another conversation of this process has the session open on `client` right now."""
+        """Another conversation of this process holds the session on `client` right now (open,
+        or released while idle and taken up again on its next message): two conversations
+        prompting one agent session would interleave."""
         open_here = self.current is not None and self.current.session_id == session_id
-        return session_id in client.sessions and not open_here
+        held = session_id in client.sessions or session_id in client.released
+        return held and not open_here
 
     async def resume(self, session_id: str) -> AcpSession | None:
         """Bind the conversation to the agent's stored session `session_id` (session/load, as
