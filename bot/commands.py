@@ -13,6 +13,7 @@ import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
@@ -22,9 +23,8 @@ from bot.notices import stop_reply
 from bot.session_history import DEFAULT_PROJECT, SessionListing, find, gather, listing_text
 from surfaces.base import UserRef
 
-# Answers the command in `runner`'s conversation, given the text after the command's name and
-# who typed it (None when nobody did: a Stop press is answered as /stop).
-Handler = Callable[[ChatRunner, str, UserRef | None], Awaitable[str]]
+# Answers the command in `runner`'s conversation, given the text after the command's name.
+Handler = Callable[[ChatRunner, str], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +35,28 @@ class Command:
     handler: Handler | None = None  # None: the agent's command, sent to it as prompt text
 
 
-async def _new(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
+# Who typed the command being answered (set by `run_command`), for the rows that depend on it:
+# the sessions a person may see and resume.
+_ASKER: ContextVar[UserRef | None] = ContextVar("switchboard_command_asker", default=None)
+
+
+def asker() -> UserRef | None:
+    """The person whose command is being answered, or None (a Stop button press)."""
+    return _ASKER.get()
+
+
+async def _new(runner: ChatRunner, args: str) -> str:
     await runner.stop()
     await runner.sessions.forget()
     return "Started a fresh conversation; the agent will not see earlier messages."
 
 
-async def _stop(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
+async def _stop(runner: ChatRunner, args: str) -> str:
     stopped, dropped = await runner.stop()
     return stop_reply(stopped, dropped)
 
 
-async def _status(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
+async def _status(runner: ChatRunner, args: str) -> str:
     services = runner.services
     session = runner.sessions.current
     spec = services.spec
@@ -84,7 +94,7 @@ async def _status(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
     return "\n".join(lines)
 
 
-async def _model(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str:
+async def _model(runner: ChatRunner, wanted: str) -> str:
     if runner.running:
         return "Wait for the current reply (or stop it) before switching models."
     session = await runner.sessions.session()
@@ -107,18 +117,17 @@ async def _model(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str:
     return f"Model set to {wanted}."
 
 
-async def _help(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
+async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
 
 # ---- /sessions and /resume (bot/session_history.py) --------------------------------------------
-def _is_admin(runner: ChatRunner, asker: UserRef | None) -> bool:
-    if asker is None:
-        return False
-    return runner.services.access.role(runner.key.surface, asker.id) >= Role.ADMIN
+def _is_admin(runner: ChatRunner) -> bool:
+    who = asker()
+    return who is not None and runner.services.access.role(runner.key.surface, who.id) >= Role.ADMIN
 
 
-async def _listing(runner: ChatRunner, asker: UserRef | None) -> SessionListing:
+async def _listing(runner: ChatRunner) -> SessionListing:
     services = runner.services
     client = await services.client()
     binding = await services.store.get_binding(runner.key)
@@ -130,17 +139,17 @@ async def _listing(runner: ChatRunner, asker: UserRef | None) -> SessionListing:
         project=DEFAULT_PROJECT,
         workspace=client.runtime.workspace,
         current=current.session_id if current else (binding.session_id if binding else ""),
-        admin=_is_admin(runner, asker),
+        admin=_is_admin(runner),
     )
 
 
-async def _sessions(runner: ChatRunner, args: str, asker: UserRef | None) -> str:
-    listing = await _listing(runner, asker)
+async def _sessions(runner: ChatRunner, args: str) -> str:
+    listing = await _listing(runner)
     prefix = runner.surface.capabilities.command_prefixes[0]
     return listing_text(listing, prefix, time.time())
 
 
-async def _resume(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str:
+async def _resume(runner: ChatRunner, wanted: str) -> str:
     prefix = runner.surface.capabilities.command_prefixes[0]
     if not wanted:
         return f"Name the session to resume: {prefix}resume ID, with an ID {prefix}sessions shows."
@@ -149,7 +158,7 @@ async def _resume(runner: ChatRunner, wanted: str, asker: UserRef | None) -> str
     client = await runner.services.client()
     if not client.session_capabilities.load:
         return "The agent cannot load earlier sessions, so none can be resumed."
-    picked = find(await _listing(runner, asker), wanted)
+    picked = find(await _listing(runner), wanted)
     if isinstance(picked, str):
         return picked
     if picked.current:
@@ -218,17 +227,18 @@ def parse_command(
     return None
 
 
-async def run_command(
-    runner: ChatRunner, parsed: ParsedCommand, asker: UserRef | None = None
-) -> None:
-    """Answer one of our own commands in its conversation, typed by `asker`; an agent failure
-    is the answer."""
+async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | None = None) -> None:
+    """Answer one of our own commands in its conversation, typed by `by`; an agent failure is
+    the answer."""
     handler = parsed.command.handler
     assert handler is not None, f"/{parsed.command.name} is the agent's to answer"
+    token = _ASKER.set(by)
     try:
-        answer = await handler(runner, parsed.args, asker)
+        answer = await handler(runner, parsed.args)
     except AGENT_ERRORS as exc:
         answer = str(exc)
+    finally:
+        _ASKER.reset(token)
     await runner.say(answer)
 
 
