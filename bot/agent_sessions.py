@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from acp import (
@@ -28,6 +29,7 @@ from acp import (
 )
 from bot.conversation import Binding
 from bot.notices import join_paragraphs
+from bot.projects import AgentChoice, Project, ProjectRegistry, build_projects, place_keys
 from bot.services import ConversationServices
 from bot.session_history import record_use, title_recorder
 from config import ConfigError, Settings
@@ -38,30 +40,42 @@ log = logging.getLogger(__name__)
 NoticeSink = Callable[[SessionNotice], None]
 
 
-def agent_plan(settings: Settings) -> tuple[RuntimeSpec, GatePlan]:
-    """The runtime to spawn and the tool-gate plan, decided before anything is spawned."""
-    backend: Backend = get_backend(settings.agent)
-    argv = backend.command(settings.agent_command)
+@dataclass(frozen=True, slots=True)
+class AgentTarget:
+    """What a conversation talks to: a project's agent, as the runtime to spawn (one per
+    workspace and agent) and its tool-gate plan."""
+
+    project: Project
+    agent: AgentChoice
+    spec: RuntimeSpec
+    gate: GatePlan
+
+
+def agent_plan(
+    settings: Settings, project: Project | None = None, agent: AgentChoice | None = None
+) -> tuple[RuntimeSpec, GatePlan]:
+    """The runtime to spawn and the tool-gate plan, decided before anything is spawned: for
+    `project`'s `agent` (by default its own), or the default project's."""
+    if project is None:
+        project = build_projects(settings).default
+    agent = agent or project.agent
+    backend: Backend = get_backend(agent.preset)
+    argv = backend.command(agent.command)
     if not argv:
         raise ConfigError(
-            "SWITCHBOARD_AGENT_COMMAND",
+            agent.origin,
             f"the {backend.name} agent has no default command; set the command line to start it",
         )
-    workspace = Path(settings.workspace).expanduser()
-    if not workspace.exists():
-        raise ConfigError("SWITCHBOARD_WORKSPACE", f"{workspace} does not exist")
-    if not workspace.is_dir():
-        raise ConfigError("SWITCHBOARD_WORKSPACE", f"{workspace} is not a directory")
     try:
         gate = plan_tool_gate(
-            backend, argv, allow_ungated=settings.allow_ungated_tools, mode=settings.agent_mode
+            backend, argv, allow_ungated=settings.allow_ungated_tools, mode=agent.mode
         )
     except ToolGateUnroutable as exc:
         raise AcpToolGateUnroutable(exc) from exc
     spec = RuntimeSpec(
         backend=backend,
         argv=tuple(argv),
-        workspace=workspace.resolve(),
+        workspace=project.workspace,
         env=agent_environment(),
         request_timeout=settings.request_timeout,
         initialize_timeout=settings.initialize_timeout,
@@ -70,11 +84,53 @@ def agent_plan(settings: Settings) -> tuple[RuntimeSpec, GatePlan]:
     return spec, gate
 
 
+class AgentPlans:
+    """Every (project, agent) pair's plan, made once; `check_all` makes them all at start-up,
+    so a bad agent entry stops the start rather than a conversation."""
+
+    def __init__(self, settings: Settings, projects: ProjectRegistry) -> None:
+        self.settings = settings
+        self.projects = projects
+        self._targets: dict[tuple[str, str], AgentTarget] = {}
+        self._gates: dict[tuple[str, tuple[str, ...], Path], GatePlan] = {}
+
+    def target(self, project: Project, agent: AgentChoice | None = None) -> AgentTarget:
+        agent = agent or project.agent
+        found = self._targets.get((project.name, agent.name))
+        if found is None:
+            spec, gate = agent_plan(self.settings, project, agent)
+            found = self._targets[(project.name, agent.name)] = AgentTarget(
+                project, agent, spec, gate
+            )
+            self._gates[_spec_key(spec)] = gate
+        return found
+
+    @property
+    def default(self) -> AgentTarget:
+        return self.target(self.projects.default)
+
+    def check_all(self) -> None:
+        for project in self.projects:
+            for agent in project.agents:
+                self.target(project, agent)
+
+    def gate_for(self, spec: RuntimeSpec) -> GatePlan:
+        return self._gates[_spec_key(spec)]
+
+
+def _spec_key(spec: RuntimeSpec) -> tuple[str, tuple[str, ...], Path]:
+    return (spec.backend.name, spec.argv, spec.workspace)  # a spec's env makes it unhashable
+
+
 def client_preparer(
-    gate: GatePlan, settings: Settings
+    gate: GatePlan | Callable[[RuntimeSpec], GatePlan], settings: Settings
 ) -> Callable[[AcpRuntime], Awaitable[AcpClient]]:
+    """How a pooled runtime becomes a client: handshaken, with its agent's tool gate (one plan,
+    or one per spec)."""
+
     async def prepare(runtime: AcpRuntime) -> AcpClient:
-        client = AcpClient(runtime, gate=gate, cancel_grace=settings.cancel_grace)
+        plan = gate(runtime.spec) if callable(gate) else gate
+        client = AcpClient(runtime, gate=plan, cancel_grace=settings.cancel_grace)
         await client.handshake()
         return client
 
@@ -125,6 +181,38 @@ class ConversationSessions:
         self._say = say  # how a notice reaches the conversation
         self._listen = listen  # who hears what the agent reports outside replies
         self.current: AcpSession | None = None
+        self._target: AgentTarget | None = None  # the project and agent, once known
+
+    async def target(self) -> AgentTarget:
+        """Where this conversation works: the project and agent its binding records, else the
+        project its place is bound to, else the default project (its own agent)."""
+        if self._target is None:
+            binding = await self.services.store.get_binding(self.key)
+            self._target = await self._find_target(binding)
+        return self._target
+
+    async def _find_target(self, binding: Binding | None) -> AgentTarget:
+        services = self.services
+        projects = services.plans.projects
+        if binding is not None and binding.project:
+            project = projects.get(binding.project)
+            if project is not None:
+                return services.plans.target(project, project.agent_named(binding.agent))
+            log.info("%s: project %s is no longer configured", self.key, binding.project)
+        for place in place_keys(self.key):
+            name = await services.store.get_place(place)
+            project = projects.get(name) if name else None
+            if project is not None:
+                return services.plans.target(project)
+        return services.plans.default
+
+    async def switch(self, target: AgentTarget) -> AcpSession:
+        """Work in `target` from now on: a new agent session there (the old one stays on its
+        agent, unbound)."""
+        self.drop()
+        await self.services.store.delete_binding(self.key)
+        self._target = target
+        return await self.session()
 
     def _use(self, session: AcpSession) -> AcpSession:
         self.current = session
@@ -135,7 +223,8 @@ class ConversationSessions:
 
     async def session(self) -> AcpSession:
         services = self.services
-        client = await services.client()
+        target = await self.target()
+        client = await services.client(target)
         if self.current is not None and self.current.client is client:
             return self.current
         key = self.key
@@ -145,15 +234,15 @@ class ConversationSessions:
         if binding is not None and (
             reattached := client.reattach(binding.session_id, binding.model)
         ):
-            await record_use(services.store, key, reattached)
+            await record_use(services.store, key, reattached, target.project.name)
             return self._use(reattached)  # released while idle: the same session, as it was
         if binding is not None:
             session, notice = await self._resume(client, binding)
             if session is None:
-                client = await services.client()  # a failed load may have taken the agent down
+                client = await services.client(target)  # a failed load may have taken it down
         if session is None:
             session = await client.open_session()
-            model = binding.model if binding is not None else services.settings.model
+            model = binding.model if binding is not None else target.agent.model
             if model and model != session.model:
                 try:
                     await session.set_model(model)
@@ -173,10 +262,12 @@ class ConversationSessions:
                     str(client.runtime.workspace),
                     session.model,
                     generation,
+                    target.project.name,
+                    target.agent.name,
                 ),
             )
         self._use(session)
-        await record_use(services.store, key, session)
+        await record_use(services.store, key, session, target.project.name)
         if notice:
             await self._say(notice)
         return session
@@ -194,7 +285,8 @@ class ConversationSessions:
         after a restart); None when the agent could not load it, and the conversation keeps
         the session it had."""
         services = self.services
-        client = await services.client()
+        target = await self.target()
+        client = await services.client(target)
         old = await services.store.get_binding(self.key)
         binding = Binding(
             session_id,
@@ -202,6 +294,8 @@ class ConversationSessions:
             str(client.runtime.workspace),
             "",
             old.generation + 1 if old is not None else 0,
+            target.project.name,
+            target.agent.name,
         )
         session, _ = await self._resume(client, binding)
         if session is None:
@@ -209,7 +303,7 @@ class ConversationSessions:
         self.drop()
         await services.store.put_binding(self.key, binding.with_model(session.model))
         self._use(session)
-        await record_use(services.store, self.key, session)
+        await record_use(services.store, self.key, session, target.project.name)
         return session
 
     async def _resume(self, client: AcpClient, binding: Binding) -> tuple[AcpSession | None, str]:
@@ -247,7 +341,7 @@ class ConversationSessions:
     async def reset(self) -> None:
         """The agent died: drop it so the next turn respawns (and resumes)."""
         self.drop()
-        await self.services.discard_client()
+        await self.services.discard_client(await self.target())
 
     def release(self) -> None:
         """The conversation went idle: let go of our session objects and keep the agent's

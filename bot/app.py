@@ -28,13 +28,14 @@ import anyio.abc
 
 from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, open_runtime
 from bot.access import AccessPolicy
-from bot.agent_sessions import agent_plan, client_preparer
+from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
 from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
 from bot.faults import fault_sentence, log_fault
 from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
+from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, StateStore
@@ -81,7 +82,10 @@ class BotApp:
         self.access = access
         self.policy = RetryPolicy.from_settings(settings.retry)
         self.approvals = ApprovalBroker(store, access, timeout=settings.approval_timeout)
-        self.spec, self.gate = agent_plan(settings)
+        # Every project's every agent planned now: a bad entry stops the start, not a turn.
+        self.plans = AgentPlans(settings, build_projects(settings))
+        self.plans.check_all()
+        self.spec, self.gate = self.plans.default.spec, self.plans.default.gate
         self.runners: dict[ConversationKey, ChatRunner] = {}  # the live conversations
         self._memos: OrderedDict[ConversationKey, _Memo] = OrderedDict()
         self._release_after = release_after
@@ -96,14 +100,14 @@ class BotApp:
         assert self._tg is not None, "BotApp is not running"
         self._tg.start_soon(func)
 
-    async def client(self) -> AcpClient:
+    async def client(self, target: AgentTarget | None = None) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
         self._last_used = time.monotonic()
-        return await self._pool.get(self.spec)
+        return await self._pool.get((target or self.plans.default).spec)
 
-    async def discard_client(self) -> None:
+    async def discard_client(self, target: AgentTarget | None = None) -> None:
         if self._pool is not None:
-            await self._pool.discard(self.spec)
+            await self._pool.discard((target or self.plans.default).spec)
 
     @asynccontextmanager
     async def open_reply(
@@ -263,7 +267,7 @@ class BotApp:
         async with tuned_for_serving(), anyio.create_task_group() as tg:
             self._tg = tg
             self._pool = RuntimePool(
-                tg, client_preparer(self.gate, self.settings), opener=self._opener
+                tg, client_preparer(self.plans.gate_for, self.settings), opener=self._opener
             )
             tg.start_soon(self._reap_idle)
             tg.start_soon(self._release_loop)

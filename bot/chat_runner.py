@@ -418,7 +418,7 @@ class ChatRunner:
                 await self.say(join_paragraphs(said, whole.data.decode()))
         if output.files:
             try:
-                workspace = self.services.spec.workspace
+                workspace = (await self.sessions.target()).spec.workspace
                 notes = await deliver_files(self.surface, self.key, output.files, workspace)
             except Exception as exc:  # a fault of ours: the files, not the turn
                 self.log_fault(exc, "delivering the agent's files")

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
 from bot.access import Role
+from bot.agent_sessions import AgentTarget
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
-from bot.session_history import DEFAULT_PROJECT, SessionListing, find, gather, listing_text
-from surfaces.base import UserRef
+from bot.projects import Project
+from bot.session_history import SessionListing, find, gather, listing_text
+from surfaces.base import ConversationKey, UserRef
 
 # Answers the command in `runner`'s conversation, given the text after the command's name.
 Handler = Callable[[ChatRunner, str], Awaitable[str]]
@@ -36,7 +38,7 @@ class Command:
 
 
 # Who typed the command being answered (set by `run_command`), for the rows that depend on it:
-# the sessions a person may see and resume.
+# the projects a person may use, an admin's place binding, the sessions one may see and resume.
 _ASKER: ContextVar[UserRef | None] = ContextVar("switchboard_command_asker", default=None)
 
 
@@ -59,17 +61,21 @@ async def _stop(runner: ChatRunner, args: str) -> str:
 async def _status(runner: ChatRunner, args: str) -> str:
     services = runner.services
     session = runner.sessions.current
-    spec = services.spec
+    target = await runner.sessions.target()
+    spec = target.spec
     if session is not None:
         model = session.model or "not reported by the agent"
     else:
         binding = await services.store.get_binding(runner.key)
-        model = (binding.model if binding else "") or services.settings.model
+        model = (binding.model if binding else "") or target.agent.model
         model = model or "the agent's default"
+    agent = target.agent.name
+    named = f"{agent}, " if agent != spec.backend.name else ""
     lines = [
-        f"Agent: {spec.backend.name} ({shlex.join(spec.argv)})",
+        f"Agent: {spec.backend.name} ({named}{shlex.join(spec.argv)})",
         f"Model: {model}",
         f"Workspace: {spec.workspace}",
+        f"Project: {target.project.name}",
     ]
     state = session.state if session is not None else None
     if state is not None and state.mode:
@@ -117,6 +123,85 @@ async def _model(runner: ChatRunner, wanted: str) -> str:
     return f"Model set to {wanted}."
 
 
+# -- projects (issue 14) ---------------------------------------------------------------------
+
+_BIND_WORDS = {"bind": False, "bindchat": True}  # word -> binds the whole chat, not the thread
+
+
+def _usable(runner: ChatRunner) -> list[Project]:
+    who = asker()
+    if who is None:
+        return []
+    return runner.services.plans.projects.usable(runner.services.access, runner.key.surface, who.id)
+
+
+async def _project(runner: ChatRunner, args: str) -> str:
+    """`/project` lists; `/project NAME` switches; an admin's `/project bind NAME` also binds
+    this thread or topic, `/project bindchat NAME` the whole chat (group or channel)."""
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    current = (await runner.sessions.target()).project
+    usable = _usable(runner)
+    words = args.split()
+    if not words:
+        if not usable:
+            return "There is no project you may use here."
+        shown = [f"{p.name} (current)" if p is current else p.name for p in usable]
+        return "Projects: " + ", ".join(shown) + f"\nSwitch with {prefix}project NAME."
+    whole_chat = _BIND_WORDS.get(words[0].lower())
+    if whole_chat is not None:
+        words = words[1:]
+    if len(words) != 1:
+        return f"Name one project: {prefix}project NAME (or {prefix}project bind NAME)."
+    wanted = words[0]
+    project = next((p for p in usable if p.name.casefold() == wanted.casefold()), None)
+    if project is None:  # the same sentence whether it exists or not: nothing leaks
+        return f"You have no project named {wanted}; {prefix}project lists yours."
+    bound = ""
+    if whole_chat is not None:
+        who = asker()
+        services = runner.services
+        if who is None or services.access.role(runner.key.surface, who.id) < Role.ADMIN:
+            return "Only an admin can bind this place to a project."
+        key = runner.key
+        place = ConversationKey(key.surface, key.chat) if whole_chat else key
+        await services.store.put_place(place, project.name)
+        where = "this chat" if whole_chat or not key.thread else "this thread"
+        bound = f"New conversations in {where} start in project {project.name}."
+    if project is current:
+        return bound or f"Already in project {project.name}."
+    if runner.running:
+        return " ".join(
+            part for part in (bound, "Wait for the current reply (or stop it) to switch.") if part
+        )
+    target = runner.services.plans.target(project)
+    await runner.sessions.switch(target)
+    switched = (
+        f"Switched to project {project.name} ({project.workspace}, agent {target.agent.name});"
+        " a new agent session starts."
+    )
+    return f"{switched}\n{bound}" if bound else switched
+
+
+async def _agent(runner: ChatRunner, wanted: str) -> str:
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    target = await runner.sessions.target()
+    project = target.project
+    if not wanted:
+        shown = [f"{a.name} (current)" if a is target.agent else a.name for a in project.agents]
+        tail = f"\nSwitch with {prefix}agent NAME." if len(project.agents) > 1 else ""
+        return f"Agents of project {project.name}: " + ", ".join(shown) + tail
+    agent = project.agent_named(wanted)
+    if agent is None:
+        offered = ", ".join(a.name for a in project.agents)
+        return f"Project {project.name} does not offer the agent {wanted}; it offers: {offered}."
+    if agent is target.agent:
+        return f"Already using the agent {agent.name}."
+    if runner.running:
+        return "Wait for the current reply (or stop it) before switching agents."
+    await runner.sessions.switch(runner.services.plans.target(project, agent))
+    return f"Switched to the agent {agent.name} in project {project.name}; a new session starts."
+
+
 async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
@@ -127,24 +212,37 @@ def _is_admin(runner: ChatRunner) -> bool:
     return who is not None and runner.services.access.role(runner.key.surface, who.id) >= Role.ADMIN
 
 
-async def _listing(runner: ChatRunner) -> SessionListing:
+async def _listing(runner: ChatRunner, target: AgentTarget) -> SessionListing:
+    """The sessions of this conversation in its project (`bot.session_history.gather`)."""
     services = runner.services
-    client = await services.client()
+    client = await services.client(target)
     binding = await services.store.get_binding(runner.key)
     current = runner.sessions.current
     return await gather(
         services.store,
         runner.key,
         client,
-        project=DEFAULT_PROJECT,
-        workspace=client.runtime.workspace,
+        project=target.project.name,
+        workspace=target.spec.workspace,
         current=current.session_id if current else (binding.session_id if binding else ""),
         admin=_is_admin(runner),
     )
 
 
+def _project_refused(runner: ChatRunner, target: AgentTarget) -> str:
+    """One sentence when the person may not use the conversation's project, else ""."""
+    who = asker()
+    access = runner.services.access
+    if who is not None and target.project.may_use(access, runner.key.surface, who.id):
+        return ""
+    return "You may not use this conversation's project, so its sessions are not shown."
+
+
 async def _sessions(runner: ChatRunner, args: str) -> str:
-    listing = await _listing(runner)
+    target = await runner.sessions.target()
+    if refused := _project_refused(runner, target):
+        return refused
+    listing = await _listing(runner, target)
     prefix = runner.surface.capabilities.command_prefixes[0]
     return listing_text(listing, prefix, time.time())
 
@@ -155,10 +253,13 @@ async def _resume(runner: ChatRunner, wanted: str) -> str:
         return f"Name the session to resume: {prefix}resume ID, with an ID {prefix}sessions shows."
     if runner.running:
         return "Wait for the current reply (or stop it) before resuming another session."
-    client = await runner.services.client()
+    target = await runner.sessions.target()
+    if refused := _project_refused(runner, target):
+        return refused
+    client = await runner.services.client(target)
     if not client.session_capabilities.load:
         return "The agent cannot load earlier sessions, so none can be resumed."
-    picked = find(await _listing(runner), wanted)
+    picked = find(await _listing(runner, target), wanted)
     if isinstance(picked, str):
         return picked
     if picked.current:
@@ -181,13 +282,31 @@ STATUS = Command(
     "status", "agent, model, workspace, what is running, context used", handler=_status
 )
 MODEL = Command("model", "list the agent's models, or switch to one", "[ID]", handler=_model)
+PROJECT = Command(
+    "project",
+    "list your projects, switch to one (an admin's bind also binds this thread, bindchat the chat)",
+    "[[bind|bindchat] NAME]",
+    handler=_project,
+)
+AGENT = Command("agent", "list this project's agents, or switch to one", "[NAME]", handler=_agent)
 SESSIONS = Command(
     "sessions", "this conversation's recent agent sessions, to resume one", handler=_sessions
 )
 RESUME = Command("resume", "continue an earlier agent session", "ID", handler=_resume)
 HELP = Command("help", "this list", handler=_help)
 
-COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, SESSIONS, RESUME, HELP)
+COMMANDS: tuple[Command, ...] = (
+    NEW,
+    COMPACT,
+    STOP,
+    STATUS,
+    MODEL,
+    PROJECT,
+    AGENT,
+    SESSIONS,
+    RESUME,
+    HELP,
+)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 _RE_COMMAND = re.compile(r"^([a-z][a-z0-9_-]*)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)

@@ -12,13 +12,16 @@ __all__ = ["Binding", "ConversationKey"]
 @dataclass(frozen=True, slots=True)
 class Binding:
     """The agent session a conversation continues. `generation` counts fresh starts (/new), so a
-    late event of an older session can be told apart."""
+    late event of an older session can be told apart. `project` and `agent` name where it works
+    ("" in a binding written before projects existed: the conversation's place or default)."""
 
     session_id: str
     backend: str
     workspace: str
     model: str = ""
     generation: int = 0
+    project: str = ""
+    agent: str = ""
 
     def with_model(self, model: str) -> Binding:
         return replace(self, model=model)

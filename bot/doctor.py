@@ -1,8 +1,10 @@
-"""`switchboard doctor`: is the agent found, does it start, is it signed in; is the state store
-writable; does each configured surface have a plausible token. No platform is contacted."""
+"""`switchboard doctor`: for every project, is its workspace there and writable, is each of its
+agents found, does it start, is it signed in; is the state store writable; does each configured
+surface have a plausible token. No platform is contacted."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from acp import (
     resolve_executable,
 )
 from bot.agent_sessions import agent_plan
+from bot.projects import AgentChoice, Project, build_projects
 from bot.store import StoreError, open_store
 from bot.surface_registry import surface_entries, surfaces_nobody_can_use
 from config import ConfigError, Settings, valid_text
@@ -36,32 +39,65 @@ class Check:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.what}: {self.detail}"
 
 
-async def _agent_checks(settings: Settings) -> list[Check]:
+async def _project_checks(settings: Settings) -> list[Check]:
+    """Every project's workspace (exists, writable) and every agent it may run (found, starts,
+    signed in). Without `SWITCHBOARD_PROJECTS` the lines are as they always were."""
     try:
-        spec, gate = agent_plan(settings)
+        projects = build_projects(settings)
+    except ConfigError as exc:
+        return [Check(False, "projects" if settings.projects else "agent", str(exc))]
+    checks = []
+    for project in projects:
+        label = f"project {project.name}: " if settings.projects else ""
+        checks.append(_workspace_check(project.workspace, label))
+        for agent in project.agents:
+            named = f"{label}{agent.name} " if len(project.agents) > 1 else label
+            checks += await _agent_checks(settings, project, agent, named)
+    return checks
+
+
+def _workspace_check(workspace: Path, label: str) -> Check:
+    try:
+        with tempfile.TemporaryFile(dir=workspace, prefix=".switchboard-doctor-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return Check(False, f"{label}workspace", f"{workspace} is not writable ({reason})")
+    return Check(True, f"{label}workspace", f"{workspace} is writable")
+
+
+async def _agent_checks(
+    settings: Settings, project: Project, agent: AgentChoice, label: str
+) -> list[Check]:
+    try:
+        spec, gate = agent_plan(settings, project, agent)
         argv = resolve_executable(spec.argv, spec.env)
     except (ConfigError, *AGENT_ERRORS) as exc:
-        return [Check(False, "agent", str(exc))]
-    checks = [Check(True, "agent found", argv[0])]
+        return [Check(False, f"{label}agent", str(exc))]
+    checks = [Check(True, f"{label}agent found", argv[0])]
     try:
         with anyio.fail_after(settings.initialize_timeout + settings.request_timeout + 10):
             async with open_runtime(spec) as runtime:
                 client = AcpClient(runtime, gate=gate)
                 await client.handshake()
                 checks.append(
-                    Check(True, "agent starts", f"initialize answered by {_answered_by(runtime)}")
+                    Check(
+                        True,
+                        f"{label}agent starts",
+                        f"initialize answered by {_answered_by(runtime)}",
+                    )
                 )
-                session = await client.open_session(model=settings.model)
+                session = await client.open_session(model=agent.model)
                 if runtime.auth_status == "none":
                     raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
                 session.close()
-                checks.append(Check(True, "agent signed in", "a session opened"))
+                checks.append(Check(True, f"{label}agent signed in", "a session opened"))
     except AcpAuthRequired as exc:
-        checks.append(Check(False, "agent signed in", str(exc)))
+        checks.append(Check(False, f"{label}agent signed in", str(exc)))
     except TimeoutError:
-        checks.append(Check(False, "agent starts", "the agent did not answer in time"))
+        checks.append(Check(False, f"{label}agent starts", "the agent did not answer in time"))
     except AGENT_ERRORS as exc:
-        checks.append(Check(False, "agent starts", _start_failure(exc)))
+        checks.append(Check(False, f"{label}agent starts", _start_failure(exc)))
     return checks
 
 
@@ -109,7 +145,7 @@ def _surface_checks(settings: Settings) -> list[Check]:
 
 
 async def run_doctor(settings: Settings) -> list[Check]:
-    checks = await _agent_checks(settings)
+    checks = await _project_checks(settings)
     checks.append(await _store_check(settings))
     checks.extend(_surface_checks(settings))
     return checks

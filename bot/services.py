@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp import AcpClient, RuntimeSpec
 from bot.access import AccessPolicy
@@ -19,26 +19,31 @@ from bot.store import StateStore
 from config import Settings
 from surfaces.base import ConversationKey, Surface
 
+if TYPE_CHECKING:  # agent_sessions uses these services
+    from bot.agent_sessions import AgentPlans, AgentTarget
+
 
 class ConversationServices(Protocol):
     settings: Settings
     store: StateStore
-    access: AccessPolicy  # who may do what (/sessions shows admins more)
     approvals: ApprovalBroker
     policy: RetryPolicy
-    spec: RuntimeSpec  # the agent every conversation talks to (named by /status)
+    access: AccessPolicy  # who may do what (projects, what /sessions shows)
+    spec: RuntimeSpec  # the default project's agent
+    plans: AgentPlans  # every project and its agents
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run `func` in the app's task group: a conversation's work outlives the event that
         started it, and ends when the app winds down."""
         ...
 
-    async def client(self) -> AcpClient:
-        """The pooled agent, started (or restarted) on demand."""
+    async def client(self, target: AgentTarget | None = None) -> AcpClient:
+        """The pooled agent of `target` (default: the default project's), started (or
+        restarted) on demand."""
         ...
 
-    async def discard_client(self) -> None:
-        """Drop the pooled agent (it died); the next `client()` starts a new one."""
+    async def discard_client(self, target: AgentTarget | None = None) -> None:
+        """Drop that pooled agent (it died); the next `client()` starts a new one."""
         ...
 
     def open_reply(

@@ -23,8 +23,6 @@ from surfaces.base import ConversationKey
 
 log = logging.getLogger(__name__)
 
-# Until a conversation has projects, today's single workspace and agent form this one.
-DEFAULT_PROJECT = "default"
 MAX_SHOWN = 10  # sessions one /sessions answer lists, most recent first
 SHORT_ID = 8  # the shortest id prefix shown (longer where two listed ids share it)
 
@@ -51,9 +49,10 @@ class SessionListing:
 
 
 async def record_use(
-    store: StateStore, key: ConversationKey, session: AcpSession, project: str = DEFAULT_PROJECT
+    store: StateStore, key: ConversationKey, session: AcpSession, project: str
 ) -> None:
-    """The conversation uses `session` now (a new one, a resumed one, one taken up again)."""
+    """The conversation uses `session` in `project` now (a new one, a resumed one, one taken up
+    again)."""
     client = session.client
     now = time.time()
     try:

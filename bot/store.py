@@ -126,6 +126,14 @@ class StateStore(Protocol):
 
     async def delete_binding(self, key: ConversationKey) -> None: ...
 
+    async def get_place(self, place: ConversationKey) -> str | None:
+        """The project a place (a topic, thread, channel or group) is bound to, if any."""
+        ...
+
+    async def put_place(self, place: ConversationKey, project: str) -> None: ...
+
+    async def delete_place(self, place: ConversationKey) -> None: ...
+
     async def claim_event(self, event_key: str, ttl: float) -> bool:
         """True the first time `event_key` is seen within `ttl` seconds, False for a redelivery.
         An expired key may be claimed again."""
@@ -208,6 +216,10 @@ CREATE TABLE IF NOT EXISTS ledger (
     text TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS places (
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL, project TEXT NOT NULL,
+    PRIMARY KEY (surface, chat, thread)
+);
 CREATE TABLE IF NOT EXISTS journal (
     turn_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
     requester TEXT NOT NULL, started REAL NOT NULL, expires REAL NOT NULL
@@ -220,6 +232,27 @@ CREATE TABLE IF NOT EXISTS session_history (
 );
 CREATE INDEX IF NOT EXISTS session_history_by_id ON session_history (session_id);
 """
+
+
+# Columns later versions added to tables an earlier version created: (table, column, its SQL).
+_ADDED_COLUMNS = (
+    ("bindings", "project", "TEXT NOT NULL DEFAULT ''"),  # issue 14: a conversation's project
+    ("bindings", "agent", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a state file written by an earlier version up to this schema, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, sql in _ADDED_COLUMNS:
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _key(row: Any, at: int) -> ConversationKey:
@@ -316,6 +349,7 @@ class SqliteStateStore:
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            _migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -438,25 +472,51 @@ class SqliteStateStore:
     async def get_binding(self, key: ConversationKey) -> Binding | None:
         def op(conn: sqlite3.Connection, now: float) -> Binding | None:
             row = conn.execute(
-                "SELECT session_id, backend, workspace, model, generation FROM bindings"
-                " WHERE surface = ? AND chat = ? AND thread = ?",
+                "SELECT session_id, backend, workspace, model, generation, project, agent"
+                " FROM bindings WHERE surface = ? AND chat = ? AND thread = ?",
                 (key.surface, key.chat, key.thread),
             ).fetchone()
-            return None if row is None else Binding(row[0], row[1], row[2], row[3], row[4])
+            return None if row is None else Binding(*row)
 
         return await self._run(op, write=False)
 
     async def put_binding(self, key: ConversationKey, binding: Binding) -> None:
         await self._execute(
-            "REPLACE INTO bindings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "REPLACE INTO bindings (surface, chat, thread, session_id, backend, workspace, model,"
+            " generation, project, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key.surface, key.chat, key.thread, binding.session_id, binding.backend,
-             binding.workspace, binding.model, binding.generation),
+             binding.workspace, binding.model, binding.generation, binding.project,
+             binding.agent),
         )  # fmt: skip
 
     async def delete_binding(self, key: ConversationKey) -> None:
         await self._execute(
             "DELETE FROM bindings WHERE surface = ? AND chat = ? AND thread = ?",
             (key.surface, key.chat, key.thread),
+        )
+
+    # -- place bindings (issue 14): the project new conversations in a place start in ------
+
+    async def get_place(self, place: ConversationKey) -> str | None:
+        def op(conn: sqlite3.Connection, now: float) -> str | None:
+            row = conn.execute(
+                "SELECT project FROM places WHERE surface = ? AND chat = ? AND thread = ?",
+                (place.surface, place.chat, place.thread),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(op, write=False)
+
+    async def put_place(self, place: ConversationKey, project: str) -> None:
+        await self._execute(
+            "REPLACE INTO places VALUES (?, ?, ?, ?)",
+            (place.surface, place.chat, place.thread, project),
+        )
+
+    async def delete_place(self, place: ConversationKey) -> None:
+        await self._execute(
+            "DELETE FROM places WHERE surface = ? AND chat = ? AND thread = ?",
+            (place.surface, place.chat, place.thread),
         )
 
     # -- de-duplication ---------------------------------------------------------------------

@@ -53,6 +53,15 @@ def _split_ids(value: object) -> object:
 
 UserIds = Annotated[list[str], NoDecode]
 
+
+def _shell_words(value: str) -> str:
+    try:
+        shlex.split(value)
+    except ValueError as exc:  # an unbalanced quote or a trailing backslash
+        raise ValueError(f"cannot be split into words ({exc}); check its quotes") from exc
+    return value
+
+
 # The kinds of file `SWITCHBOARD_FILE_TYPES` may allow (executables never are).
 FILE_TYPE_CATEGORIES = ("image", "audio", "video", "text", "pdf", "document", "archive")
 
@@ -130,6 +139,78 @@ class DiscordSettings(SurfaceAccess):
     _split_places = field_validator("allowed_guilds", "allowed_channels", mode="before")(_split_ids)
 
 
+# -- projects (issue 14): named (workspace, agent) pairs a conversation chooses among ---------
+
+
+class NamedAgentSettings(BaseModel):
+    """One entry of `SWITCHBOARD_AGENTS`: a preset with its own command, mode and model."""
+
+    model_config = {"extra": "forbid"}
+
+    agent: AgentName
+    agent_command: str = ""
+    mode: str = ""
+    model: str = ""
+
+    _words = field_validator("agent_command")(_shell_words)
+
+
+class ProjectSettings(BaseModel):
+    """One entry of `SWITCHBOARD_PROJECTS`. `agent` is a preset or a `SWITCHBOARD_AGENTS` name
+    ("" : the agent of `SWITCHBOARD_AGENT`); `agents` names the other agents `/agent NAME` may
+    switch to; `users` ("surface:id") limits who may use it (empty: everyone who may chat)."""
+
+    model_config = {"extra": "forbid"}
+
+    workspace: Path
+    agent: str = ""
+    agent_command: str = ""
+    mode: str = ""
+    model: str = ""
+    users: UserIds = []
+    agents: UserIds = []
+
+    _split = field_validator("users", "agents", mode="before")(_split_ids)
+    _words = field_validator("agent_command")(_shell_words)
+
+
+class DuplicateName(ValueError):
+    """A JSON object names the same entry twice (exactly, or differing only in case)."""
+
+    def __init__(self, name: str, other: str) -> None:
+        self.name = name
+        self.other = other
+        same = "twice" if name == other else f"twice ({other!r} and {name!r} differ only in case)"
+        super().__init__(f"names {name!r} {same}; each name must be unique")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, str] = {}
+    for name, _ in pairs:
+        other = seen.get(name.casefold())
+        if other is not None:
+            raise DuplicateName(name, other)
+        seen[name.casefold()] = name
+    return dict(pairs)
+
+
+def _named_entries(value: object) -> object:
+    """`SWITCHBOARD_PROJECTS` / `SWITCHBOARD_AGENTS` as the environment writes them (JSON text,
+    read so a name given twice is seen, which `json.loads` would hide), or as the file does."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value, object_pairs_hook=_unique_pairs)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not valid JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise ValueError("must be a JSON object of named entries")
+    if isinstance(value, dict):
+        _unique_pairs(list(value.items()))  # two names differing only in case
+    return value
+
+
 def _default_state_path() -> str:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return str(Path(base) / "switchboard" / "state.db")
@@ -168,18 +249,16 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
     max_files: int = Field(default=10, ge=0, le=100)
     file_types: Annotated[list[str], NoDecode] = list(FILE_TYPE_CATEGORIES)
+    projects: Annotated[dict[str, ProjectSettings], NoDecode] = {}
+    agents: Annotated[dict[str, NamedAgentSettings], NoDecode] = {}
+    default_project: str = ""
     telegram: TelegramSettings = TelegramSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
 
-    @field_validator("agent_command")
-    @classmethod
-    def _splits_into_words(cls, value: str) -> str:
-        try:
-            shlex.split(value)
-        except ValueError as exc:  # an unbalanced quote or a trailing backslash
-            raise ValueError(f"cannot be split into words ({exc}); check its quotes") from exc
-        return value
+    _words = field_validator("agent_command")(_shell_words)
+
+    _named = field_validator("projects", "agents", mode="before")(_named_entries)
 
     @field_validator("file_types", mode="before")
     @classmethod
@@ -257,6 +336,9 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = ""
 
 
 def _setting_name(loc: tuple[int | str, ...]) -> str:
+    if len(loc) >= 2 and loc[0] in ("projects", "agents"):  # SWITCHBOARD_PROJECTS["web"].users
+        tail = "".join(f".{part}" if isinstance(part, str) else f"[{part}]" for part in loc[2:])
+        return f'{ENV_PREFIX}{str(loc[0]).upper()}["{loc[1]}"]{tail}'
     return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
 
 
@@ -264,6 +346,10 @@ def _problem(pydantic_message: str) -> str:
     """pydantic's "Input should be greater than 0" reads as "must be greater than 0" after the
     setting's name; a validator's own "Value error, ..." loses its prefix."""
     message = pydantic_message.removeprefix("Value error, ")
+    if message == "Field required":
+        return "is required"
+    if message == "Extra inputs are not permitted":
+        return "is not a setting here; check its spelling"
     if message.startswith("Input should be "):
         return "must be " + message.removeprefix("Input should be ")
     return message
