@@ -220,3 +220,34 @@ def test_short_ids_grow_until_no_two_listed_ids_share_one() -> None:
         "other-0001": "other-00",
     }
     assert json.dumps(short_ids([])) == "{}"
+
+
+# ---- per project ---------------------------------------------------------------------------
+def test_sessions_and_resume_keep_to_the_conversations_project(
+    chat,  # noqa: F811
+    fake_agent: FakeAgent,
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    api, web = tmp_path / "api", tmp_path / "web"
+    api.mkdir()
+    web.mkdir()
+    command = fake_agent.command("--session-list", dialect="kiro")
+    projects = {
+        "api": {"workspace": str(api), "agent": "kiro", "agent_command": command},
+        "web": {"workspace": str(web), "agent": "kiro", "agent_command": command},
+    }
+    env = {"SWITCHBOARD_PROJECTS": json.dumps(projects), "SWITCHBOARD_DEFAULT_PROJECT": "api"}
+    chat(fake_agent, ["api work"], env=env)
+    (in_api,) = created(fake_agent)
+    result = chat(
+        fake_agent,
+        ["/project web", "web work", "/sessions", f"/resume {in_api}"],
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = listing(result.stdout)
+    assert len(rows) == 1 and " — web work — " in rows[0]
+    assert f"No session of this conversation matches {in_api!r}." in result.stdout.splitlines()
+    asked = [f["params"]["cwd"] for f in fake_agent.frames_in("session/list")]
+    assert asked == [str(web.resolve())] * len(asked) and asked
+    assert in_api not in [f["params"]["sessionId"] for f in fake_agent.frames_in("session/load")]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from config import load_settings
 from tests.conftest import FakeAgent
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
@@ -119,3 +120,35 @@ async def test_without_session_list_a_dm_lists_its_own_sessions_from_the_store(
     alice = session_of(fake_agent, "first topic")
     assert alice[:8] in shown and rows(shown) == 1
     assert fake_agent.frames_in("session/list") == []
+
+
+async def test_a_person_who_may_not_use_the_project_is_shown_none_of_its_sessions(
+    tmp_path: Path,
+    fake_agent: FakeAgent,
+    api: FakeBotApi,  # noqa: F811
+) -> None:
+    base = settings_for(tmp_path, fake_agent, api, "--session-list")
+    command = fake_agent.command("--session-list")
+    projects = {
+        "api": {
+            "workspace": str(tmp_path),
+            "agent": "kiro",
+            "agent_command": command,
+            "users": [f"telegram:{ALICE.id}"],
+        }
+    }
+    settings = load_settings(
+        **base.model_dump(exclude={"projects", "default_project"}, exclude_unset=True),
+        projects=projects,
+        default_project="api",
+    )
+    async with serving(settings):
+        api.dm(ALICE, "alice topic")
+        await wait_for(shows(api, ALICE.id, "Echo: alice topic"), "alice's reply")
+        alice = session_of(fake_agent, "alice topic")
+        api.dm(BOB, "/sessions")
+        api.dm(BOB, f"/resume {alice}")
+        await wait_for(lambda: len(api.chat_messages(BOB.id)) == 2, "bob's answers")
+    refused = "You may not use this conversation's project, so its sessions are not shown."
+    assert [m.text for m in api.chat_messages(BOB.id)] == [refused, refused]
+    assert fake_agent.frames_in("session/load") == []
