@@ -43,7 +43,6 @@ class ListedSession:
 @dataclass(frozen=True, slots=True)
 class SessionListing:
     sessions: tuple[ListedSession, ...]
-    agent_listed: bool  # the agent's session/list was read
     note: str = ""  # why the agent's list is missing, when it failed
     hidden: tuple[str, ...] = ()  # listed by the agent, not recorded here, not shown (no admin)
 
@@ -106,11 +105,10 @@ async def gather(
     `client` offers one; sessions not recorded here are visible to admins only."""
     recorded = await store.history_of(key, project)
     listed: tuple[AgentSessionInfo, ...] = ()
-    agent_listed, note = False, ""
+    note = ""
     if client is not None and client.session_capabilities.list:
         try:
             listed = await client.list_sessions(workspace)
-            agent_listed = True
         except AGENT_ERRORS as exc:
             log.warning("could not read the agent's session list: %s", exc)
             note = "The agent's own list of sessions could not be read."
@@ -139,7 +137,7 @@ async def gather(
     else:
         hidden = tuple(entry.session_id for entry in others)
     sessions.sort(key=lambda listed: listed.when or 0.0, reverse=True)
-    return SessionListing(tuple(sessions), agent_listed, note, hidden)
+    return SessionListing(tuple(sessions), note, hidden)
 
 
 def _ours(record: SessionRecord, entry: AgentSessionInfo | None, current: str) -> ListedSession:

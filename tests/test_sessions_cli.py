@@ -251,3 +251,29 @@ def test_sessions_and_resume_keep_to_the_conversations_project(
     asked = [f["params"]["cwd"] for f in fake_agent.frames_in("session/list")]
     assert asked == [str(web.resolve())] * len(asked) and asked
     assert in_api not in [f["params"]["sessionId"] for f in fake_agent.frames_in("session/load")]
+
+
+def test_a_failing_agent_list_leaves_the_stores_sessions_and_one_sentence(
+    chat,  # noqa: F811
+    fake_agent: FakeAgent,
+) -> None:
+    error = json.dumps({"code": -32603, "message": "Internal error", "data": "index corrupt"})
+    opts = ("--session-list", "--list-error", error)
+    result = chat(fake_agent, ["one", "/sessions"], agent_opts=opts)
+    assert result.returncode == 0, result.stderr
+    assert len(listing(result.stdout)) == 1
+    assert result.stdout.splitlines()[-1] == "The agent's own list of sessions could not be read."
+
+
+def test_hostile_entries_in_the_agents_list_are_left_out(chat, fake_agent: FakeAgent) -> None:  # noqa: F811
+    extra = [
+        {"sessionId": "bad id with spaces", "cwd": "/"},
+        {"sessionId": 42},
+        "not an object",
+        {"sessionId": "elsewhere-1", "cwd": "/somewhere/else"},
+    ]
+    opts = ("--session-list", "--list-extra", json.dumps(extra))
+    result = chat(fake_agent, ["one", "/sessions"], agent_opts=opts)
+    assert result.returncode == 0, result.stderr
+    assert len(listing(result.stdout)) == 1
+    assert "elsewhere" not in result.stdout and "bad id" not in result.stdout

@@ -1405,12 +1405,14 @@ def _files_install() -> None:
 #                       first user message (its first 40 characters); a bad cursor is -32602
 #   --list-page N       sessions per page (default 2): more make a nextCursor ("page:<offset>")
 #   --list-extra JSON   a list of raw entries appended to every page verbatim (hostile shapes)
+#   --list-error JSON   session/list answers this error instead
 
 
 def _list_add_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--session-list", action="store_true")
     ap.add_argument("--list-page", type=int, default=2)
     ap.add_argument("--list-extra", type=json.loads)
+    ap.add_argument("--list-error", type=_json_arg)
 
 
 def _listed_sessions(cwd: Any) -> list[dict[str, Any]]:
@@ -1438,6 +1440,9 @@ def _listed_sessions(cwd: Any) -> list[dict[str, Any]]:
 
 
 def h_session_list(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.list_error is not None:
+        reply_error(rid, ARGS.list_error)
+        return
     cursor = params.get("cursor")
     offset = 0
     if cursor is not None:
