@@ -1,5 +1,7 @@
-"""State that must outlive a turn or a restart: conversation bindings, inbound de-duplication keys,
-pending approval tokens, the delivery ledger and the journal of turns in flight.
+"""State that must outlive a turn or a restart: conversation bindings (with their project and
+agent), place bindings (the project a topic, thread or chat starts conversations in), inbound
+de-duplication keys, pending approval tokens, the delivery ledger and the journal of turns in
+flight.
 
 `StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
 SQLite one without touching callers:
@@ -21,7 +23,8 @@ ids whose hash has expired. `ledger_put(entry, closes_turn=...)` adds the ledger
 the turn in one `MULTI`.
 
 The schema is created on open, and a table added by a later version is created then too, so a
-state file written by an earlier version still opens.
+state file written by an earlier version still opens; a column added later (`_ADDED_COLUMNS`) is
+added to an older file's table then, in one transaction.
 
 Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`.
 """
