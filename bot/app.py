@@ -30,7 +30,15 @@ from acp import AcpClient, AgentCommand, RuntimeOpener, RuntimePool, UsageInfo, 
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
-from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
+from bot.commands import (
+    PROJECT_TOKEN_PREFIX,
+    STOP,
+    ParsedCommand,
+    command_menu,
+    parse_command,
+    project_pressed,
+    run_command,
+)
 from bot.faults import fault_sentence, log_fault
 from bot.ladder import RetryPolicy
 from bot.notices import RESTART_NOTICE
@@ -199,6 +207,10 @@ class BotApp:
         if isinstance(event, ChoiceAnswer):
             if event.token.startswith(STOP_TOKEN_PREFIX):
                 await self._stop_pressed(surface, event)
+            elif event.token.startswith(PROJECT_TOKEN_PREFIX):
+                runner = self.runner(surface, event.key)
+                with runner.held():
+                    await project_pressed(runner, event)
             else:
                 await self.approvals.answer(event)
             return False

@@ -10,6 +10,7 @@ sent on as `/status`, so an agent command named like one of ours stays reachable
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,7 +24,8 @@ from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
 from bot.projects import Project
 from bot.session_history import SessionListing, find, gather, listing_text
-from surfaces.base import ConversationKey, UserRef
+from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, UserRef
+from surfaces.bounded import BoundedMap
 
 # Answers the command in `runner`'s conversation, given the text after the command's name.
 Handler = Callable[[ChatRunner, str], Awaitable[str]]
@@ -135,6 +137,61 @@ def _usable(runner: ChatRunner) -> list[Project]:
     return runner.services.plans.projects.usable(runner.services.access, runner.key.surface, who.id)
 
 
+PROJECT_TOKEN_PREFIX = "project:"
+
+
+@dataclass(frozen=True, slots=True)
+class _ProjectOffer:
+    """Buttons `/project` showed one person: each token names a project; one press uses all."""
+
+    key: ConversationKey
+    user_id: str
+    project: str
+    group: str
+    ref: MessageRef
+    prompt: str
+
+
+# Offers not pressed are forgotten past this many (an old press is then answered as expired).
+_OFFERS: BoundedMap[str, _ProjectOffer] = BoundedMap(2000)
+
+
+async def _offer_projects(runner: ChatRunner, prompt: str, projects: list[Project]) -> bool:
+    """The list as buttons, only for the person who asked; False where the surface has none."""
+    who = asker()
+    if who is None or not runner.surface.capabilities.message_buttons:
+        return False
+    tokens = [PROJECT_TOKEN_PREFIX + secrets.token_urlsafe(12) for _ in projects]
+    choices = [Choice(token, project.name) for token, project in zip(tokens, projects, strict=True)]
+    ref = await runner.surface.ask_choice(runner.key, prompt, choices, allowed_users=[who.id])
+    group = tokens[0]
+    for token, project in zip(tokens, projects, strict=True):
+        _OFFERS.remember(token, _ProjectOffer(runner.key, who.id, project.name, group, ref, prompt))
+    return True
+
+
+async def project_pressed(runner: ChatRunner, press: ChoiceAnswer) -> None:
+    """A `/project` button: the switch, for the person it was offered to; once."""
+    offer = _OFFERS.get(press.token)
+    if offer is None or offer.key != press.key:
+        await _tell(runner, press, "Those project buttons have expired; send /project again.")
+        return
+    if press.user.id != offer.user_id:
+        await _tell(runner, press, "Only the person who asked can choose here.")
+        return
+    for token in [t for t, o in _OFFERS.items() if o.group == offer.group]:
+        del _OFFERS[token]
+    await runner.surface.close_choice(offer.ref, offer.prompt, f"Chose {offer.project}.")
+    await run_command(runner, ParsedCommand(PROJECT, offer.project), press.user)
+
+
+async def _tell(runner: ChatRunner, press: ChoiceAnswer, text: str) -> None:
+    if press.notify is not None:
+        await press.notify(text)
+    else:
+        await runner.say(text)
+
+
 async def _project(runner: ChatRunner, args: str) -> str:
     """`/project` lists; `/project NAME` switches; an admin's `/project bind NAME` also binds
     this thread or topic, `/project bindchat NAME` the whole chat (group or channel)."""
@@ -146,7 +203,11 @@ async def _project(runner: ChatRunner, args: str) -> str:
         if not usable:
             return "There is no project you may use here."
         shown = [f"{p.name} (current)" if p is current else p.name for p in usable]
-        return "Projects: " + ", ".join(shown) + f"\nSwitch with {prefix}project NAME."
+        listing = "Projects: " + ", ".join(shown) + f"\nSwitch with {prefix}project NAME."
+        others = [p for p in usable if p is not current]
+        if others and await _offer_projects(runner, listing, others):
+            return ""  # the buttons' prompt is the list
+        return listing
     whole_chat = _BIND_WORDS.get(words[0].lower())
     if whole_chat is not None:
         words = words[1:]
@@ -358,7 +419,8 @@ async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | N
         answer = str(exc)
     finally:
         _ASKER.reset(token)
-    await runner.say(answer)
+    if answer:  # "": the handler has answered already (with buttons)
+        await runner.say(answer)
 
 
 def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> str:

@@ -235,13 +235,23 @@ async def test_telegram_a_person_is_refused_a_project_they_may_not_use_and_never
         api.dm(BOB, "/project web")
         await wait_for(shows(api, BOB.id, "You have no project named web"), "bob's refusal")
         api.dm(ALICE, "/project")
-        await wait_for(shows(api, ALICE.id, "Projects: api (current), web"), "alice's list")
-        api.dm(ALICE, "/project web")
+
+        def offer() -> Any:
+            return next((m for m in api.chat_messages(ALICE.id) if m.reply_markup), None)
+
+        await wait_for(offer, "alice's project buttons")
+        message = offer()
+        assert message.text.startswith("Projects: api (current), web")
+        (button,) = [b for row in message.reply_markup["inline_keyboard"] for b in row]
+        assert button["text"] == "web"  # the others than the current one
+        api.press(ALICE, message, button["callback_data"])
         await wait_for(shows(api, ALICE.id, "Switched to project web"), "alice's switch")
+        assert message.reply_markup is None and "Chose web." in message.text
         api.dm(ALICE, "hello web")
         await wait_for(shows(api, ALICE.id, "Echo: hello web"), "alice's answer")
         api.dm(BOB, "hello api")
         await wait_for(shows(api, BOB.id, "Echo: hello api"), "bob's answer")
+    assert not [m for m in api.chat_messages(BOB.id) if m.reply_markup]  # one project: no buttons
     bob_sees = api.chat_text(BOB.id)
     assert "Projects: api (current)\n" in bob_sees and "web" not in bob_sees.split("\n")[0]
     assert "Switched" not in bob_sees
@@ -306,3 +316,49 @@ async def test_telegram_a_restart_resumes_each_conversation_in_its_own_project(
     loads = sorted((d, p["cwd"]) for d, p in calls(fake_agent, "session/load"))
     assert loads == [("claude", str(ws_web)), ("kiro", str(ws_api))]
     assert sorted(prompts(fake_agent)[2:]) == [("claude", "three"), ("kiro", "four")]
+
+
+# ---- doctor --------------------------------------------------------------------------------------
+def test_doctor_checks_every_projects_workspace_and_each_of_its_agents(
+    chat_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    api, web = workspaces_of(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=chat_env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"ok   project api: workspace: {api} is writable" in lines
+    assert f"ok   project web: workspace: {web} is writable" in lines
+    for what in ("agent found", "agent starts", "agent signed in"):
+        for label in ("project api: ", "project web: claude ", "project web: fast "):
+            assert any(line.startswith(f"ok   {label}{what}") for line in lines), label + what
+    assert {dialect for dialect in dialect_of(fake_agent).values()} == {"kiro", "claude", "generic"}
+
+
+def test_doctor_fails_only_the_project_whose_agent_is_missing(
+    chat_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    _, web = workspaces_of(tmp_path)
+    projects = json.loads(chat_env["SWITCHBOARD_PROJECTS"])
+    projects["web"] = {"workspace": str(web), "agent": "generic", "agent_command": "no-such-agent"}
+    env = chat_env | {"SWITCHBOARD_PROJECTS": json.dumps(projects)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and failed[0].startswith("FAIL project web: agent")
+    assert "no-such-agent" in failed[0] and "Traceback" not in proc.stdout + proc.stderr
