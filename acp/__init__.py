@@ -42,7 +42,7 @@ from acp.runtime import (
     pool_key,
     resolve_executable,
 )
-from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession
+from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession, AcpSessionListUnsupported
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
@@ -60,6 +60,7 @@ from acp.types import (
     AcpPromptStats,
     AgentCommand,
     AgentFile,
+    AgentSessionInfo,
     ConfigChoice,
     ConfigOption,
     EventKind,
@@ -71,6 +72,7 @@ from acp.types import (
     PlanEntry,
     PromptCapabilities,
     RefusalInfo,
+    SessionCapabilities,
     SessionNotice,
     TerminalActivity,
     ToolCall,
@@ -110,12 +112,14 @@ __all__ = [
     "AcpRuntimeDead",
     "AcpRuntimeError",
     "AcpSession",
+    "AcpSessionListUnsupported",
     "AcpSpawnFailed",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",
     "AgentCommand",
     "AgentFile",
+    "AgentSessionInfo",
     "Backend",
     "ConfigChoice",
     "ConfigOption",
@@ -135,6 +139,7 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "SessionCapabilities",
     "SessionNotice",
     "SessionState",
     "TerminalActivity",

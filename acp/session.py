@@ -34,6 +34,7 @@ from acp.client_methods import method_not_found
 from acp.content import PromptContent
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
+from acp.session_list import walk_pages
 from acp.session_state import SessionState
 from acp.tool_gate import (
     GatePlan,
@@ -48,9 +49,11 @@ from acp.tool_gate import (
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
     AcpEvent,
+    AgentSessionInfo,
     ConfigOption,
     PendingPermission,
     PromptCapabilities,
+    SessionCapabilities,
     TerminalActivity,
 )
 
@@ -75,6 +78,16 @@ class AcpModelChoiceUnsupported(AcpError):
             f"The agent does not offer a way to choose its model, so {model!r} cannot be set",
             advice="leave the model unset to use the agent's own choice",
             kind="model_unavailable",
+        )
+
+
+class AcpSessionListUnsupported(AcpError):
+    """The agent does not advertise `sessionCapabilities.list`, so it is never asked."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        super().__init__(
+            f"The agent ({agent}) does not list its sessions", kind="session_list_unsupported"
         )
 
 
@@ -305,6 +318,39 @@ class AcpClient:
             audio=caps.get("audio") is True,
             embedded_context=caps.get("embeddedContext") is True,
         )
+
+    @property
+    def session_capabilities(self) -> SessionCapabilities:
+        """The session methods `initialize` advertised (an entry counts when it is an object
+        or a literal `true`)."""
+        caps = self.runtime.agent_capabilities
+        session = caps.get("sessionCapabilities")
+        session = session if isinstance(session, dict) else {}
+
+        def offered(name: str) -> bool:
+            value = session.get(name)
+            return value is True or isinstance(value, dict)
+
+        return SessionCapabilities(
+            load=caps.get("loadSession") is True,
+            list=offered("list"),
+            resume=offered("resume"),
+            close=offered("close"),
+            delete=offered("delete"),
+        )
+
+    async def list_sessions(self, cwd: Path | None = None) -> tuple[AgentSessionInfo, ...]:
+        """The sessions the agent keeps for `cwd` (the workspace by default), through
+        `session/list` pages, bounded and cleaned (`acp.session_list`). Raises
+        `AcpSessionListUnsupported` when the agent does not advertise the method."""
+        if not self.session_capabilities.list:
+            raise AcpSessionListUnsupported(self.agent)
+        workspace = str((cwd or self.runtime.workspace).resolve())
+
+        async def fetch(params: dict[str, Any]) -> dict[str, Any]:
+            return self._raise_for(await self.runtime.call("session/list", params))
+
+        return await walk_pages(fetch, workspace)
 
     def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
         if reply.error is not None:

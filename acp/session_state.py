@@ -225,6 +225,8 @@ class SessionState:
         # after its switch as the agent's word, even when it names the mode it was in).
         self.mode_reports = 0
         self.title = ""
+        # Told each new title (session_info_update) on the reader's stack: it must return at once.
+        self.on_title: Callable[[str], None] | None = None
         self._sign_in_shown: set[str] = set()
         self._warned: set[str] = set()  # warnings already told, by text
         self._pending: deque[SessionNotice] = deque(maxlen=MAX_PENDING_NOTICES)
@@ -354,7 +356,17 @@ class SessionState:
                 self.mode_reports += 1
         elif variant == "session_info_update":
             if "title" in update:
-                self.title = clean(update.get("title"), MAX_TITLE)
+                self._retitle(clean(update.get("title"), MAX_TITLE))
+
+    def _retitle(self, title: str) -> None:
+        if title == self.title:
+            return
+        self.title = title
+        if title and self.on_title is not None:
+            try:
+                self.on_title(title)
+            except Exception:  # the reader serves every session: a listener's fault stays here
+                log.exception("a session title listener failed")
 
     def _apply_kiro(self, method: str, params: dict[str, Any]) -> None:
         if method == "_kiro.dev/commands/available":

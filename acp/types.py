@@ -260,6 +260,30 @@ class PromptCapabilities:
     embedded_context: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class SessionCapabilities:
+    """Which session methods beyond new/prompt the agent offers (`initialize`'s
+    `agentCapabilities.loadSession` and `sessionCapabilities`; an entry counts when it is an
+    object or a literal `true`)."""
+
+    load: bool = False
+    list: bool = False
+    resume: bool = False
+    close: bool = False
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSessionInfo:
+    """One session the agent listed in `session/list`, cleaned: `updated` is epoch seconds
+    (None when the agent gave no readable `updatedAt`), `title` "" when it gave none."""
+
+    session_id: str
+    cwd: str
+    title: str = ""
+    updated: float | None = None
+
+
 @dataclass(slots=True)
 class AcpPromptStats:
     """How one prompt turn ended."""

@@ -31,6 +31,7 @@ from bot.conversation import Binding
 from bot.notices import join_paragraphs
 from bot.projects import AgentChoice, Project, ProjectRegistry, build_projects, place_keys
 from bot.services import ConversationServices
+from bot.session_history import record_use, title_recorder
 from config import ConfigError, Settings
 from surfaces.base import ConversationKey
 
@@ -216,6 +217,8 @@ class ConversationSessions:
     def _use(self, session: AcpSession) -> AcpSession:
         self.current = session
         session.state.listen(self._listen)
+        store = self.services.store
+        session.state.on_title = title_recorder(store, session.session_id, self.services.spawn)
         return session
 
     async def session(self) -> AcpSession:
@@ -231,6 +234,7 @@ class ConversationSessions:
         if binding is not None and (
             reattached := client.reattach(binding.session_id, binding.model)
         ):
+            await record_use(services.store, key, reattached, target.project.name)
             return self._use(reattached)  # released while idle: the same session, as it was
         if binding is not None:
             session, notice = await self._resume(client, binding)
@@ -264,8 +268,43 @@ class ConversationSessions:
                 ),
             )
         self._use(session)
+        await record_use(services.store, key, session, target.project.name)
         if notice:
             await self._say(notice)
+        return session
+
+    def in_use_elsewhere(self, client: AcpClient, session_id: str) -> bool:
+        """Another conversation of this process holds the session on `client` right now (open,
+        or released while idle and taken up again on its next message): two conversations
+        prompting one agent session would interleave."""
+        open_here = self.current is not None and self.current.session_id == session_id
+        held = session_id in client.sessions or session_id in client.released
+        return held and not open_here
+
+    async def resume(self, session_id: str) -> AcpSession | None:
+        """Bind the conversation to the agent's stored session `session_id` (session/load, as
+        after a restart); None when the agent could not load it, and the conversation keeps
+        the session it had."""
+        services = self.services
+        target = await self.target()
+        client = await services.client(target)
+        old = await services.store.get_binding(self.key)
+        binding = Binding(
+            session_id,
+            client.backend.name,
+            str(client.runtime.workspace),
+            "",
+            old.generation + 1 if old is not None else 0,
+            target.project.name,
+            target.agent.name,
+        )
+        session, _ = await self._resume(client, binding)
+        if session is None:
+            return None
+        self.drop()
+        await services.store.put_binding(self.key, binding.with_model(session.model))
+        self._use(session)
+        await record_use(services.store, self.key, session, target.project.name)
         return session
 
     async def _resume(self, client: AcpClient, binding: Binding) -> tuple[AcpSession | None, str]:

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
 from bot.access import Role
+from bot.agent_sessions import AgentTarget
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
 from bot.projects import Project
+from bot.session_history import SessionListing, find, gather, listing_text
 from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, UserRef
 from surfaces.bounded import BoundedMap
 
@@ -38,7 +40,7 @@ class Command:
 
 
 # Who typed the command being answered (set by `run_command`), for the rows that depend on it:
-# the projects a person may use, an admin's place binding.
+# the projects a person may use, an admin's place binding, the sessions one may see and resume.
 _ASKER: ContextVar[UserRef | None] = ContextVar("switchboard_command_asker", default=None)
 
 
@@ -265,6 +267,73 @@ async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
 
+# ---- /sessions and /resume (bot/session_history.py) --------------------------------------------
+def _is_admin(runner: ChatRunner) -> bool:
+    who = asker()
+    return who is not None and runner.services.access.role(runner.key.surface, who.id) >= Role.ADMIN
+
+
+async def _listing(runner: ChatRunner, target: AgentTarget) -> SessionListing:
+    """The sessions of this conversation in its project (`bot.session_history.gather`)."""
+    services = runner.services
+    client = await services.client(target)
+    binding = await services.store.get_binding(runner.key)
+    current = runner.sessions.current
+    return await gather(
+        services.store,
+        runner.key,
+        client,
+        project=target.project.name,
+        workspace=target.spec.workspace,
+        current=current.session_id if current else (binding.session_id if binding else ""),
+        admin=_is_admin(runner),
+    )
+
+
+def _project_refused(runner: ChatRunner, target: AgentTarget) -> str:
+    """One sentence when the person may not use the conversation's project, else ""."""
+    who = asker()
+    access = runner.services.access
+    if who is not None and target.project.may_use(access, runner.key.surface, who.id):
+        return ""
+    return "You may not use this conversation's project, so its sessions are not shown."
+
+
+async def _sessions(runner: ChatRunner, args: str) -> str:
+    target = await runner.sessions.target()
+    if refused := _project_refused(runner, target):
+        return refused
+    listing = await _listing(runner, target)
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    return listing_text(listing, prefix, time.time())
+
+
+async def _resume(runner: ChatRunner, wanted: str) -> str:
+    prefix = runner.surface.capabilities.command_prefixes[0]
+    if not wanted:
+        return f"Name the session to resume: {prefix}resume ID, with an ID {prefix}sessions shows."
+    if runner.running:
+        return "Wait for the current reply (or stop it) before resuming another session."
+    target = await runner.sessions.target()
+    if refused := _project_refused(runner, target):
+        return refused
+    client = await runner.services.client(target)
+    if not client.session_capabilities.load:
+        return "The agent cannot load earlier sessions, so none can be resumed."
+    picked = find(await _listing(runner, target), wanted)
+    if isinstance(picked, str):
+        return picked
+    if picked.current:
+        return "This conversation is already in that session."
+    if runner.sessions.in_use_elsewhere(client, picked.session_id):
+        return "Another conversation is using that session right now."
+    session = await runner.sessions.resume(picked.session_id)
+    if session is None:
+        return "The agent could not load that session; this conversation keeps its current one."
+    title = f" ({picked.title})" if picked.title else ""
+    return f"Resumed session {picked.session_id}{title}; the next message continues it."
+
+
 NEW = Command("new", "start a fresh agent session for this conversation", handler=_new)
 COMPACT = Command("compact", "ask the agent to summarise the conversation to free context")
 STOP = Command(
@@ -281,9 +350,24 @@ PROJECT = Command(
     handler=_project,
 )
 AGENT = Command("agent", "list this project's agents, or switch to one", "[NAME]", handler=_agent)
+SESSIONS = Command(
+    "sessions", "this conversation's recent agent sessions, to resume one", handler=_sessions
+)
+RESUME = Command("resume", "continue an earlier agent session", "ID", handler=_resume)
 HELP = Command("help", "this list", handler=_help)
 
-COMMANDS: tuple[Command, ...] = (NEW, COMPACT, STOP, STATUS, MODEL, PROJECT, AGENT, HELP)
+COMMANDS: tuple[Command, ...] = (
+    NEW,
+    COMPACT,
+    STOP,
+    STATUS,
+    MODEL,
+    PROJECT,
+    AGENT,
+    SESSIONS,
+    RESUME,
+    HELP,
+)
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 _RE_COMMAND = re.compile(r"^([a-z][a-z0-9_-]*)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)

@@ -28,7 +28,7 @@ class ConversationServices(Protocol):
     store: StateStore
     approvals: ApprovalBroker
     policy: RetryPolicy
-    access: AccessPolicy
+    access: AccessPolicy  # who may do what (projects, what /sessions shows)
     spec: RuntimeSpec  # the default project's agent
     plans: AgentPlans  # every project and its agents
 

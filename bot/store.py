@@ -51,6 +51,7 @@ __all__ = [
     "ApprovalRecord",
     "DeliveryEntry",
     "JournalEntry",
+    "SessionRecord",
     "SqliteStateStore",
     "StateStore",
     "StoreError",
@@ -61,6 +62,7 @@ T = TypeVar("T")
 
 PURGE_INTERVAL = 60.0  # seconds between sweeps of expired de-duplication keys and approvals
 BUSY_TIMEOUT = 5.0  # seconds to wait for another process (e.g. `switchboard doctor`) to commit
+MAX_SESSION_HISTORY = 20  # agent sessions remembered per conversation (the least recent go)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,20 @@ class JournalEntry:
     key: ConversationKey
     requester: str  # the platform user id of the person who asked
     started: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """An agent session a conversation used, in one project: what `/sessions` lists. `title` is
+    the agent's latest (session_info_update), "" until it gives one; times are epoch seconds."""
+
+    session_id: str
+    project: str
+    backend: str
+    workspace: str
+    title: str = ""
+    created: float = 0.0
+    last_used: float = 0.0
 
 
 class StoreError(Exception):
@@ -159,6 +175,24 @@ class StateStore(Protocol):
         """Turns still in flight, oldest first."""
         ...
 
+    async def history_record(self, key: ConversationKey, record: SessionRecord) -> None:
+        """The conversation uses `record`'s session now: added, or its `last_used` (and title,
+        when `record` has one) updated; `created` stays the first one's. Only the
+        `MAX_SESSION_HISTORY` most recently used per conversation are kept."""
+        ...
+
+    async def history_title(self, session_id: str, title: str) -> None:
+        """The agent's new title for a session, wherever it was recorded."""
+        ...
+
+    async def history_of(self, key: ConversationKey, project: str) -> list[SessionRecord]:
+        """The conversation's sessions in `project`, most recently used first."""
+        ...
+
+    async def history_owners(self, session_id: str) -> list[ConversationKey]:
+        """Every conversation that recorded the session."""
+        ...
+
     async def check_writable(self) -> None:
         """Raise StoreError unless a write succeeds."""
         ...
@@ -193,6 +227,13 @@ CREATE TABLE IF NOT EXISTS journal (
     turn_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
     requester TEXT NOT NULL, started REAL NOT NULL, expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS session_history (
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL, session_id TEXT NOT NULL,
+    project TEXT NOT NULL, backend TEXT NOT NULL, workspace TEXT NOT NULL, title TEXT NOT NULL,
+    created REAL NOT NULL, last_used REAL NOT NULL,
+    PRIMARY KEY (surface, chat, thread, session_id)
+);
+CREATE INDEX IF NOT EXISTS session_history_by_id ON session_history (session_id);
 """
 
 
@@ -585,6 +626,57 @@ class SqliteStateStore:
                 (now,),
             ).fetchall()
             return [JournalEntry(r[0], _key(r, 1), r[4], r[5]) for r in rows]
+
+        return await self._run(op, write=False)
+
+    # -- a conversation's agent sessions (/sessions, /resume) ---------------------------------
+
+    async def history_record(self, key: ConversationKey, record: SessionRecord) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            where = (key.surface, key.chat, key.thread)
+            conn.execute(
+                "INSERT INTO session_history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (surface, chat, thread, session_id) DO UPDATE SET"
+                " project = excluded.project, backend = excluded.backend,"
+                " workspace = excluded.workspace, last_used = excluded.last_used,"
+                " title = CASE WHEN excluded.title = '' THEN title ELSE excluded.title END",
+                (*where, record.session_id, record.project, record.backend, record.workspace,
+                 record.title, record.created or now, record.last_used or now),
+            )  # fmt: skip
+            conn.execute(
+                "DELETE FROM session_history WHERE surface = ? AND chat = ? AND thread = ?"
+                " AND session_id NOT IN (SELECT session_id FROM session_history"
+                " WHERE surface = ? AND chat = ? AND thread = ?"
+                " ORDER BY last_used DESC, rowid DESC LIMIT ?)",
+                (*where, *where, MAX_SESSION_HISTORY),
+            )
+
+        await self._run(op, write=True)
+
+    async def history_title(self, session_id: str, title: str) -> None:
+        await self._execute(
+            "UPDATE session_history SET title = ? WHERE session_id = ?", (title, session_id)
+        )
+
+    async def history_of(self, key: ConversationKey, project: str) -> list[SessionRecord]:
+        def op(conn: sqlite3.Connection, now: float) -> list[SessionRecord]:
+            rows = conn.execute(
+                "SELECT session_id, project, backend, workspace, title, created, last_used"
+                " FROM session_history WHERE surface = ? AND chat = ? AND thread = ?"
+                " AND project = ? ORDER BY last_used DESC, rowid DESC",
+                (key.surface, key.chat, key.thread, project),
+            ).fetchall()
+            return [SessionRecord(*row) for row in rows]
+
+        return await self._run(op, write=False)
+
+    async def history_owners(self, session_id: str) -> list[ConversationKey]:
+        def op(conn: sqlite3.Connection, now: float) -> list[ConversationKey]:
+            rows = conn.execute(
+                "SELECT surface, chat, thread FROM session_history WHERE session_id = ?",
+                (session_id,),
+            ).fetchall()
+            return [_key(row, 0) for row in rows]
 
         return await self._run(op, write=False)
 

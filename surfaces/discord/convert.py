@@ -24,7 +24,7 @@ MAX_BUTTONS = 25  # 5 rows of 5
 ZWSP = "\u200b"
 
 # Answered only to the person who asked: they are about this person's view of the conversation.
-EPHEMERAL_COMMANDS = frozenset({"status", "help", "model"})
+EPHEMERAL_COMMANDS = frozenset({"status", "help", "model", "sessions"})
 # Options of application commands, by name (the engine's menu is (name, description) only).
 COMMAND_OPTIONS: dict[str, list[dict[str, Any]]] = {
     "model": [
@@ -33,6 +33,14 @@ COMMAND_OPTIONS: dict[str, list[dict[str, Any]]] = {
             "name": "id",
             "description": "the model to switch to (leave empty to list them)",
             "required": False,
+        }
+    ],
+    "resume": [
+        {
+            "type": 3,  # string
+            "name": "id",
+            "description": "the session to resume (an id, or its start, as /sessions shows)",
+            "required": True,
         }
     ],
 }

@@ -1399,6 +1399,81 @@ def _files_install() -> None:
     REQUEST_HANDLERS["session/prompt"] = prompt
 
 
+# ----------------------------------------------------------------------------- session list extras
+# (issue 14, /sessions.) The sessions the agent persisted (every session/new and session/load saves
+# one, in --state-dir), listed as a real agent lists them:
+#   --session-list      advertise agentCapabilities.sessionCapabilities.list and answer session/list
+#                       {cwd?, cursor?} -> {sessions: [{sessionId, cwd, title, updatedAt}], nextCursor?},
+#                       most recently updated first; the title is a saved "title" field, else the
+#                       first user message (its first 40 characters); a bad cursor is -32602
+#   --list-page N       sessions per page (default 2): more make a nextCursor ("page:<offset>")
+#   --list-extra JSON   a list of raw entries appended to every page verbatim (hostile shapes)
+#   --list-error JSON   session/list answers this error instead
+
+
+def _list_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--session-list", action="store_true")
+    ap.add_argument("--list-page", type=int, default=2)
+    ap.add_argument("--list-extra", type=json.loads)
+    ap.add_argument("--list-error", type=_json_arg)
+
+
+def _listed_sessions(cwd: Any) -> list[dict[str, Any]]:
+    folder = os.path.join(STATE_DIR, "sessions")
+    found: list[tuple[float, dict[str, Any]]] = []
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            mtime = os.stat(path).st_mtime
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or (isinstance(cwd, str) and data.get("cwd") != cwd):
+            continue
+        users = [e.get("text", "") for e in data.get("transcript", []) if e.get("role") == "user"]
+        title = data.get("title") or (users[0][:40] if users else None)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
+        entry = {"sessionId": data.get("sessionId"), "cwd": data.get("cwd"), "updatedAt": stamp}
+        if title:
+            entry["title"] = title
+        found.append((mtime, entry))
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [entry for _, entry in found]
+
+
+def h_session_list(rid: Any, params: dict[str, Any]) -> None:
+    if ARGS.list_error is not None:
+        reply_error(rid, ARGS.list_error)
+        return
+    cursor = params.get("cursor")
+    offset = 0
+    if cursor is not None:
+        if not (isinstance(cursor, str) and re.fullmatch(r"page:\d+", cursor)):
+            reply_error(rid, invalid_params(f"bad cursor {_dumps(cursor)}"))
+            return
+        offset = int(cursor.split(":", 1)[1])
+    listed = _listed_sessions(params.get("cwd"))
+    page = listed[offset : offset + ARGS.list_page] + list(ARGS.list_extra or ())
+    result: dict[str, Any] = {"sessions": page}
+    if offset + ARGS.list_page < len(listed):
+        result["nextCursor"] = f"page:{offset + ARGS.list_page}"
+    reply(rid, result)
+
+
+def _list_install() -> None:
+    if not ARGS.session_list:
+        return
+    capabilities = dict((ARGS.init_result or {}).get("agentCapabilities") or {})
+    capabilities.setdefault("loadSession", not ARGS.no_load)
+    capabilities.setdefault(
+        "promptCapabilities", {"image": False, "audio": False, "embeddedContext": False}
+    )
+    capabilities["sessionCapabilities"] = {"list": {}}
+    ARGS.init_result = {**(ARGS.init_result or {}), "agentCapabilities": capabilities}
+    REQUEST_HANDLERS["session/list"] = h_session_list
+
+
 # ----------------------------------------------------------------------------- startup
 
 
@@ -1441,6 +1516,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _gate_add_args(ap)  # tool gate extras
     _pool_add_args(ap)  # runtime pool extras
     _files_add_args(ap)  # prompt content extras
+    _list_add_args(ap)  # session list extras
     return ap.parse_args(argv)
 
 
@@ -1498,6 +1574,7 @@ def main(argv: list[str]) -> None:
     ARGS = parse_args(argv)
     _gate_install()  # tool gate extras
     _files_install()  # prompt content extras
+    _list_install()  # session list extras
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)
