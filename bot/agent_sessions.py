@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from acp import (
@@ -231,19 +231,23 @@ class ConversationSessions:
         binding = await services.store.get_binding(key)
         notice = ""
         session: AcpSession | None = None
-        if binding is not None and (
-            reattached := client.reattach(binding.session_id, binding.model)
+        # `/new` keeps only the project and agent: there is no session to take up or resume
+        fresh = binding is None or not binding.session_id
+        if (
+            binding is not None
+            and not fresh
+            and (reattached := client.reattach(binding.session_id, binding.model))
         ):
             await record_use(services.store, key, reattached, target.project.name)
             return self._use(reattached)  # released while idle: the same session, as it was
-        if binding is not None:
+        if binding is not None and not fresh:
             session, notice = await self._resume(client, binding)
             if session is None:
                 # a failed load may have taken the agent down
                 client = await services.client(target, say=self._say)
         if session is None:
             session = await client.open_session()
-            model = binding.model if binding is not None else target.agent.model
+            model = target.agent.model if binding is None or fresh else binding.model
             if model and model != session.model:
                 try:
                     await session.set_model(model)
@@ -359,6 +363,12 @@ class ConversationSessions:
         self.current = None
 
     async def forget(self) -> None:
-        """Never resume this session: the next turn starts a new one."""
+        """Never resume this session: the next turn starts a new one, in the same project and
+        with the same agent (kept in a binding without a session, so a restart keeps them)."""
         self.drop()
-        await self.services.store.delete_binding(self.key)
+        store = self.services.store
+        binding = await store.get_binding(self.key)
+        if binding is None or not binding.project:
+            await store.delete_binding(self.key)
+            return
+        await store.put_binding(self.key, replace(binding, session_id="", model=""))

@@ -174,6 +174,19 @@ def test_a_restart_resumes_the_terminal_conversation_in_its_own_project(
     assert new["cwd"] == str(web)
 
 
+def test_new_keeps_the_project_and_agent_also_across_a_restart(
+    chat_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    _, web = workspaces_of(tmp_path)
+    chat(chat_env, tmp_path, ["/project web", "/agent fast", "first", "/new"])
+    out = chat(chat_env, tmp_path, ["after new", "/status"])
+    assert "Echo: after new" in out and "Project: web" in out
+    assert prompts(fake_agent)[-1] == ("generic", "after new")
+    assert not calls(fake_agent, "session/load")  # /new: nothing to resume
+    opened = [(dialect, params["cwd"]) for dialect, params in calls(fake_agent, "session/new")]
+    assert opened[-1] == ("generic", str(web))
+
+
 def workspaces_of(tmp_path: Path) -> tuple[Path, Path]:
     return (tmp_path / "ws-api").resolve(), (tmp_path / "ws-web").resolve()
 
