@@ -269,12 +269,16 @@ class ChatRunner:
         return done
 
     async def _work(self) -> None:
-        release_agent = await self._hold_agent()
+        release_agent: Callable[[], None] | None = None
         try:
             while self.queue:
                 batch = [self.queue.popleft()]
                 while self.queue and self.queue[0].inbound.user == batch[0].inbound.user:
                     batch.append(self.queue.popleft())
+                if release_agent is None:
+                    # After the first batch is taken, not before: a message that arrives while
+                    # the agent is looked up goes in the next turn, as it would mid-turn.
+                    release_agent = await self._hold_agent()
                 self.turn_id = new_turn_id()
                 self._answered = False
                 try:
@@ -289,7 +293,8 @@ class ChatRunner:
                     for queued in batch:
                         queued.done.set()
         finally:  # a crash never leaves the conversation busy
-            release_agent()
+            if release_agent is not None:
+                release_agent()
             self.running = False
             self.idle_since = time.monotonic()
             for queued in self.queue:
