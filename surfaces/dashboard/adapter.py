@@ -208,7 +208,7 @@ class DashboardSurface:
         buttons: Sequence[Choice] = (),
     ) -> MessageRef:
         conversation = self._conversation_of(key)
-        shown = Shown(_new_id(), "agent", _html(text, formatted), tuple(buttons))
+        shown = Shown(_new_id(), "agent", _html(text, formatted), tuple(buttons), final=formatted)
         conversation.messages.remember(shown.id, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
         return MessageRef(key, shown.id)
@@ -227,6 +227,7 @@ class DashboardSurface:
             raise MessageGone(f"Dashboard message {ref.id} is no longer kept")
         shown.html = _html(text, formatted)
         shown.buttons = tuple(buttons)
+        shown.final = formatted
         await self._hub.publish(conversation, shown.frame(conversation))
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
@@ -322,6 +323,7 @@ def _notice_frame(tab: str, text: str) -> dict[str, Any]:
         "role": "notice",
         "kind": "message",
         "html": plain_html(text),
+        "final": True,
         "buttons": [],
     }
 

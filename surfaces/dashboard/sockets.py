@@ -35,6 +35,7 @@ class Shown:
     html: str
     buttons: tuple[Choice, ...] = ()
     kind: str = "message"
+    final: bool = False  # rendered in its final form (a live reply's text is plain until then)
 
     def frame(self, conversation: Conversation) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class Shown:
             "role": self.role,
             "kind": self.kind,
             "html": self.html,
+            "final": self.final,
             "buttons": [
                 {"token": b.token, "label": b.label, "style": b.style} for b in self.buttons
             ],
