@@ -366,3 +366,34 @@ async def test_a_person_sees_only_their_own_conversations_and_admins_see_all(
                 assert seen["type"] == "tab" and seen["owner"] == "alice"
                 await root.until(lambda f: "Echo: private words" in f.get("html", ""), "hers")
     assert fake_agent.prompt_texts() == ["private words"]
+
+
+# ---- settings and the token command -----------------------------------------------------------
+def test_dashboard_token_prints_a_token_whose_digest_signs_that_user_in(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bot.cli import main
+    from surfaces.dashboard.auth import TokenBook
+
+    assert main(["dashboard-token", "alice"]) == 0
+    out = capsys.readouterr().out
+    token = re.search(r"it is shown only now\): (\S+)", out)
+    digest = re.search(r"SHA-256 digest: ([0-9a-f]{64})", out)
+    assert token and digest
+    assert digest_of(token.group(1)) == digest.group(1)
+    assert TokenBook({"alice": digest.group(1)}).user_for(token.group(1)) == "alice"
+    assert "SWITCHBOARD_DASHBOARD__TOKENS" in out
+
+
+def test_a_tokens_setting_that_is_not_digests_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from config import ConfigError, load_settings
+
+    monkeypatch.setenv("SWITCHBOARD_DASHBOARD__TOKENS", '{"alice": "plain-token"}')
+    with pytest.raises(ConfigError) as bad:
+        load_settings()
+    assert "SWITCHBOARD_DASHBOARD__TOKENS" in str(bad.value)
+    assert "not a SHA-256 hex digest" in str(bad.value)
+    monkeypatch.setenv("SWITCHBOARD_DASHBOARD__TOKENS", '{"alice": "' + "A" * 64 + '"}')
+    assert load_settings().dashboard.tokens == {"alice": "a" * 64}
