@@ -397,3 +397,16 @@ def test_a_tokens_setting_that_is_not_digests_names_the_setting(
     assert "not a SHA-256 hex digest" in str(bad.value)
     monkeypatch.setenv("SWITCHBOARD_DASHBOARD__TOKENS", '{"alice": "' + "A" * 64 + '"}')
     assert load_settings().dashboard.tokens == {"alice": "a" * 64}
+
+
+async def test_the_commands_are_in_the_menu_and_work_typed(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with chatting(tmp_path, fake_agent) as (_, client), page(client, "alice") as alice:
+        hello = await alice.until(lambda f: f["type"] == "hello", "the hello frame")
+        names = {command["name"] for command in hello["commands"]}
+        assert {"compact", "stop", "status", "model", "new"} <= names
+        await alice.send(alice.tabs()[0], "/status")
+        status = await alice.until(agent_html, "the status answer")
+        assert "Echo" not in status["html"]  # answered by the bot, not sent to the agent
+    assert fake_agent.prompt_texts() == []
