@@ -4,8 +4,11 @@ clear sentence on stderr and gets a non-zero exit code — never a traceback."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
+import json
 import logging
+import secrets
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -110,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (run, chat, ask, doctor):
         _add_agent_options(sub)
+    token = commands.add_parser(
+        "dashboard-token", help="print a new dashboard access token for USER and its digest"
+    )
+    token.add_argument("user", metavar="USER", help="the dashboard user id the token is for")
     ask.add_argument("text", nargs="*", metavar="TEXT", help="the prompt")
     ask.add_argument(
         "--file",
@@ -330,8 +337,29 @@ def _first_leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+def _dashboard_token(user: str) -> int:
+    """A new random token and the digest SWITCHBOARD_DASHBOARD__TOKENS holds for it (the
+    dashboard compares digests, so the token itself is stored nowhere)."""
+    user = valid_text(user).strip()
+    if not user:
+        _say("Name the user the token is for: switchboard dashboard-token USER")
+        return EXIT_USAGE
+    token = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    print(f"Token for {user} (give it to them; it is shown only now): {token}")
+    print(f"SHA-256 digest: {digest}")
+    print(
+        "Add it to SWITCHBOARD_DASHBOARD__TOKENS, e.g. "
+        f"SWITCHBOARD_DASHBOARD__TOKENS='{json.dumps({user: digest})}', "
+        f"and {user} to SWITCHBOARD_DASHBOARD__ALLOWED_USERS."
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "dashboard-token":  # needs no settings, and must not touch the agent
+        return _dashboard_token(args.user)
     with _holding_logs() as held:  # e.g. the config file's warnings, told once logging is set
         try:
             settings = _settings_from(args)

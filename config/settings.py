@@ -139,6 +139,42 @@ class DiscordSettings(SurfaceAccess):
     _split_places = field_validator("allowed_guilds", "allowed_channels", mode="before")(_split_ids)
 
 
+# -- the dashboard (issue 15): the web chat served on the HTTP server of `switchboard run` ------
+
+
+def _token_digests(value: object) -> object:
+    """`SWITCHBOARD_DASHBOARD__TOKENS` as the environment writes it (JSON text) or as the file
+    does: user id -> the SHA-256 hex digest of that user's token (never the token itself)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object of user id -> SHA-256 hex digest")
+    digests: dict[str, str] = {}
+    for user, digest in value.items():
+        if not str(user).strip():
+            raise ValueError("names an empty user id")
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+            raise ValueError(
+                f"the entry for {user!r} is not a SHA-256 hex digest (64 hex digits); "
+                "`switchboard dashboard-token USER` prints one"
+            )
+        digests[str(user).strip()] = digest.lower()
+    return digests
+
+
+class DashboardSettings(SurfaceAccess):
+    enabled: bool = False
+    tokens: Annotated[dict[str, str], NoDecode] = {}
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+
+    _digests = field_validator("tokens", mode="before")(_token_digests)
+
+
 # -- projects (issue 14): named (workspace, agent) pairs a conversation chooses among ---------
 
 
@@ -275,6 +311,7 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = TelegramSettings()
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
+    dashboard: DashboardSettings = DashboardSettings()
 
     _words = field_validator("agent_command")(_shell_words)
 

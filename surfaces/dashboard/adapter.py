@@ -1,0 +1,336 @@
+"""The dashboard surface: a web chat served on the HTTP server of `switchboard run`.
+
+One page; a person's conversations are its tabs. A conversation is
+`ConversationKey("dashboard", user id, tab id)`, so "new tab" is a new conversation (the
+dashboard's `/new`) and the engine does not know it is a web page. Replies stream over a
+WebSocket: every `send` / `edit` becomes a `message` frame carrying the message's whole current
+HTML (so a page that reconnects is simply sent each message again, a stream in progress
+included). What the bot sends is `role: agent`; approvals, withdrawn approvals and answers only
+the presser sees are `role: notice`; what the person typed is `role: user`. A refusal is
+recognised by its lead line and rendered as one card (convert.py).
+
+Files: none in this session, either way (`max_upload_bytes` 0: the bot writes a one-line note
+with the file's path; a person cannot attach files yet)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+from aiohttp import web
+
+from config.settings import DashboardSettings
+from surfaces.base import (
+    Choice,
+    ChoiceAnswer,
+    ConversationKey,
+    Inbound,
+    MenuCommand,
+    MessageRef,
+    OnEvent,
+    OutgoingFile,
+    SurfaceCapabilities,
+    UserRef,
+)
+from surfaces.bounded import BoundedMap
+from surfaces.dashboard import page
+from surfaces.dashboard.auth import Session, SessionBook, SignInLimiter, TokenBook
+from surfaces.dashboard.convert import FrameRefused, parse_frame, plain_html, render
+from surfaces.dashboard.errors import BAD_FRAME, NOT_READY, NOT_YOURS, STALE_BUTTON
+from surfaces.dashboard.sockets import Conversation, Hub, Shown, send
+from surfaces.errors import FileRefused, MessageGone
+from surfaces.lanes import Lanes
+
+__all__ = ["SURFACE", "DashboardSurface"]
+
+log = logging.getLogger(__name__)
+
+SURFACE = "dashboard"
+MAX_CONVERSATIONS = 2000  # remembered in all; the oldest is forgotten first
+MAX_TABS = 20  # per person
+
+
+class DashboardSurface:
+    name = SURFACE
+
+    # ---- capabilities ---------------------------------------------------------------------
+    def __init__(
+        self,
+        settings: DashboardSettings,
+        *,
+        sign_in_attempts: int = 5,
+        sign_in_window: float = 60.0,
+        max_chars: int = 20_000,
+        min_edit_interval: float = 0.1,
+    ) -> None:
+        self.capabilities = SurfaceCapabilities(
+            max_chars=max_chars,
+            min_edit_interval=min_edit_interval,
+            can_edit=True,
+            buttons=True,
+            message_buttons=True,
+            max_upload_bytes=0,  # files out: not in this version (see the module's doc)
+            agent_menus=True,
+        )
+        self._settings = settings
+        self.tokens = TokenBook(settings.tokens)
+        self.sessions = SessionBook(lifetime=settings.session_hours * 3600)
+        self.limiter = SignInLimiter(sign_in_attempts, sign_in_window)
+        self._hub = Hub(settings.admins)
+        self._conversations: BoundedMap[str, Conversation] = BoundedMap(MAX_CONVERSATIONS)
+        self._commands: list[dict[str, str]] = []
+        self._on_event: OnEvent | None = None
+        self._messages: Lanes[ConversationKey, Inbound] = Lanes(
+            self._deliver, failure="the bot failed on a dashboard message in %s", logger=log
+        )
+        self._presses: Lanes[str, ChoiceAnswer] = Lanes(
+            self._deliver, failure="the bot failed on a dashboard button in %s", logger=log
+        )
+
+    def render(self, markdown: str) -> str:
+        return render(markdown)
+
+    def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
+        self._commands = [{"name": name, "description": text} for name, text in commands]
+
+    def add_routes(self, app: web.Application) -> None:
+        """The page, sign-in and the WebSocket on the HTTP server's Application."""
+        page.mount(app, self)
+
+    def may_sign_in(self, user: str) -> bool:
+        """Deny by default: a token of someone on none of the access lists signs nobody in."""
+        access = self._settings
+        return user in {*access.allowed_users, *access.approvers, *access.admins}
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    async def run(
+        self,
+        on_event: OnEvent,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Hand what browsers send to the bot until cancelled (the HTTP server is not ours)."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._on_event = on_event
+                self._messages.open(tg)
+                self._presses.open(tg)
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._on_event = None
+            self._messages.close()
+            self._presses.close()
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._hub.close_all()
+
+    # ---- inbound ----------------------------------------------------------------------------
+    async def connected(self, session: Session, socket: web.WebSocketResponse) -> None:
+        """A signed-in page: its conversations (a first one if it has none) and their state."""
+        self._hub.join(session.user, socket)
+        if not any(c.owner == session.user for c in self._conversations.values()):
+            self._new_conversation(session.user)
+        await send(
+            socket,
+            {
+                "type": "hello",
+                "user": session.user,
+                "commands": self._commands,
+            },
+        )
+        for conversation in list(self._conversations.values()):
+            if self._hub.sees(session.user, conversation):
+                await send(socket, conversation.tab_frame())
+                for shown in list(conversation.messages.values()):
+                    await send(socket, shown.frame(conversation))
+                if conversation.agent_commands:
+                    await send(socket, _menu_frame(conversation))
+
+    def disconnected(self, session: Session, socket: web.WebSocketResponse) -> None:
+        self._hub.leave(session.user, socket)
+
+    async def received(self, session: Session, data: object) -> None:
+        """One frame from a signed-in page, checked before anything acts on it."""
+        try:
+            frame = parse_frame(data)
+        except FrameRefused as exc:
+            log.info("dashboard frame from %r refused: %s", session.user, exc.reason)
+            await self._hub.tell(session.user, _notice_frame("", BAD_FRAME))
+            return
+        if frame.type == "new_tab":
+            created = self._new_conversation(session.user)
+            await self._hub.publish(created, {**created.tab_frame(), "created": True})
+            return
+        conversation = self._conversations.get(frame.tab)
+        if conversation is None or not self._hub.sees(session.user, conversation):
+            await self._hub.tell(session.user, _notice_frame(frame.tab, NOT_YOURS))
+            return
+        if self._on_event is None:
+            await self._hub.tell(session.user, _notice_frame(frame.tab, NOT_READY))
+            return
+        user = UserRef(session.user)
+        if frame.type == "send":
+            shown = Shown(_new_id(), "user", plain_html(frame.text))
+            conversation.messages.remember(shown.id, shown)
+            await self._hub.publish(conversation, shown.frame(conversation))
+            self._messages.put(
+                conversation.key, Inbound(conversation.key, user, frame.text, _new_id())
+            )
+        elif not conversation.offers(frame.token):
+            await self._hub.tell(session.user, _notice_frame(frame.tab, STALE_BUTTON))
+        else:
+
+            async def notify(text: str) -> None:
+                await self._hub.tell(session.user, _notice_frame(conversation.tab, text))
+
+            event_id = _new_id()
+            answer = ChoiceAnswer(conversation.key, user, frame.token, event_id, notify)
+            self._presses.put(event_id, answer)
+
+    async def _deliver(self, event: Inbound | ChoiceAnswer) -> None:
+        on_event = self._on_event
+        if on_event is not None:
+            await on_event(event)
+
+    # ---- outbound ---------------------------------------------------------------------------
+    async def send(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> MessageRef:
+        conversation = self._conversation_of(key)
+        shown = Shown(_new_id(), "agent", _html(text, formatted), tuple(buttons), final=formatted)
+        conversation.messages.remember(shown.id, shown)
+        await self._hub.publish(conversation, shown.frame(conversation))
+        return MessageRef(key, shown.id)
+
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = False,
+        buttons: Sequence[Choice] = (),
+    ) -> None:
+        conversation = self._conversation_of(ref.key)
+        shown = conversation.messages.get(ref.id)
+        if shown is None:
+            raise MessageGone(f"Dashboard message {ref.id} is no longer kept")
+        shown.html = _html(text, formatted)
+        shown.buttons = tuple(buttons)
+        shown.final = formatted
+        await self._hub.publish(conversation, shown.frame(conversation))
+
+    async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
+        # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
+        raise FileRefused("The dashboard cannot show files yet", limit=0)
+
+    async def preview(
+        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
+    ) -> None:
+        return None  # no drafts: a reply streams by edits of its message
+
+    async def typing(self, key: ConversationKey) -> None:
+        return None  # the streaming message and its status line show that the agent works
+
+    async def agent_command_menu(
+        self, key: ConversationKey, commands: Sequence[MenuCommand]
+    ) -> None:
+        conversation = self._conversation_of(key)
+        ours = {entry["name"].lstrip("/") for entry in self._commands}
+        conversation.agent_commands = [
+            {
+                # a name that clashes with one of ours is the agent's when doubled (//name)
+                "text": ("//" if command.name in ours else "/") + command.name,
+                "description": command.description,
+                "hint": command.hint,
+            }
+            for command in commands
+        ]
+        await self._hub.publish(conversation, _menu_frame(conversation))
+
+    # ---- choices ----------------------------------------------------------------------------
+    async def ask_choice(
+        self,
+        key: ConversationKey,
+        prompt: str,
+        choices: Sequence[Choice],
+        *,
+        allowed_users: Sequence[str],
+    ) -> MessageRef:
+        conversation = self._conversation_of(key)
+        shown = Shown(_new_id(), "notice", plain_html(prompt), tuple(choices), kind="choice")
+        conversation.messages.remember(shown.id, shown)
+        await self._hub.publish(conversation, shown.frame(conversation))
+        return MessageRef(key, shown.id)
+
+    async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
+        conversation = self._conversation_of(ref.key)
+        shown = conversation.messages.get(ref.id)
+        if shown is None:
+            return  # forgotten already: nothing shows its buttons any more
+        shown.html = plain_html(f"{prompt}\n\n{outcome}")
+        shown.buttons = ()
+        await self._hub.publish(conversation, shown.frame(conversation))
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _new_conversation(self, user: str) -> Conversation:
+        mine = [tab for tab, c in self._conversations.items() if c.owner == user]
+        for tab in mine[: max(len(mine) - MAX_TABS + 1, 0)]:
+            del self._conversations[tab]  # a person's oldest tab goes past MAX_TABS
+        tab = "t" + secrets.token_hex(6)
+        number = len(mine) - max(len(mine) - MAX_TABS + 1, 0) + 1
+        conversation = Conversation(
+            ConversationKey(SURFACE, user, tab), user, tab, f"Conversation {number}"
+        )
+        self._conversations.remember(tab, conversation)
+        return conversation
+
+    def _conversation_of(self, key: ConversationKey) -> Conversation:
+        """The conversation of a key the bot speaks to; one it forgot (or never had, e.g. after
+        a restart) is taken up again as a tab of that person."""
+        conversation = self._conversations.get(key.thread)
+        if conversation is None or conversation.key != key:
+            tab = key.thread or "t" + secrets.token_hex(6)
+            conversation = Conversation(key, key.chat, tab, "Conversation")
+            self._conversations.remember(tab, conversation)
+        return conversation
+
+
+def _html(text: str, formatted: bool) -> str:
+    """`formatted` text is `render()` output, already safe; anything else is plain text."""
+    return text if formatted else plain_html(text)
+
+
+def _new_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _notice_frame(tab: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "tab": tab,
+        "id": _new_id(),
+        "role": "notice",
+        "kind": "message",
+        "html": plain_html(text),
+        "final": True,
+        "buttons": [],
+    }
+
+
+def _menu_frame(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "type": "agent_commands",
+        "tab": conversation.tab,
+        "commands": conversation.agent_commands,
+    }

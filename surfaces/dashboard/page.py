@@ -1,0 +1,180 @@
+"""The dashboard's HTTP routes: the page, its static files, sign-in and sign-out, the session
+probe and the WebSocket, mounted by `DashboardSurface.add_routes` on the server of `switchboard
+run` (bot/http_server.py) or on any aiohttp Application (the tests).
+
+Every response carries a strict Content-Security-Policy: scripts and styles only from this
+origin's static files (the page has no inline script or style), images only from here or data:
+URLs, no frames, no plugins, and nothing but this origin to connect to."""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSMsgType, web
+
+from surfaces.dashboard.auth import (
+    COOKIE,
+    CSRF_HEADER,
+    MAX_TOKEN_CHARS,
+    csrf_ok,
+    is_https,
+    same_origin,
+)
+from surfaces.dashboard.errors import SIGNED_OUT, TOO_MANY, WRONG_TOKEN
+
+if TYPE_CHECKING:
+    from surfaces.dashboard.adapter import DashboardSurface
+
+__all__ = ["CSP", "mount"]
+
+log = logging.getLogger(__name__)
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+# The only files served from static/, with their types: nothing else can be asked for by name.
+_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+MAX_SOCKET_FRAME = 64 * 1024
+
+
+def _static_text(name: str) -> str:
+    return resources.files("surfaces.dashboard").joinpath("static", name).read_text("utf-8")
+
+
+def _refuse(status: int, sentence: str) -> web.Response:
+    return web.json_response({"error": sentence}, status=status, headers=_HEADERS)
+
+
+def _address(request: web.Request) -> str:
+    return request.remote or "unknown"
+
+
+def mount(app: web.Application, surface: DashboardSurface) -> None:
+    """The dashboard's routes on `app` (before it starts)."""
+    page = _static_text("index.html")
+    static = {name: _static_text(name) for name in _STATIC}
+    sessions = surface.sessions
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text=page, content_type="text/html", headers=_HEADERS)
+
+    async def asset(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in _STATIC:
+            raise web.HTTPNotFound(headers=_HEADERS)
+        return web.Response(text=static[name], content_type=_STATIC[name], headers=_HEADERS)
+
+    async def session_probe(request: web.Request) -> web.Response:
+        session = sessions.of(request)
+        if session is None:
+            return _refuse(401, SIGNED_OUT)
+        return web.json_response({"user": session.user, "csrf": session.csrf}, headers=_HEADERS)
+
+    async def sign_in(request: web.Request) -> web.Response:
+        address = _address(request)
+        if not same_origin(request):
+            log.warning("dashboard sign-in from %s refused: not from this page's origin", address)
+            return _refuse(403, WRONG_TOKEN)
+        if surface.limiter.blocked(address):
+            log.warning("dashboard sign-in from %s refused: too many wrong tokens", address)
+            return _refuse(429, TOO_MANY)
+        token = await _presented_token(request)
+        user = surface.tokens.user_for(token)
+        if user is None or not surface.may_sign_in(user):
+            surface.limiter.failed(address)
+            # never the token: only where it came from and whose it was, if anyone's
+            log.warning(
+                "dashboard sign-in from %s refused: %s",
+                address,
+                "wrong token" if user is None else f"user {user!r} is on no access list",
+            )
+            return _refuse(401, WRONG_TOKEN)
+        session = sessions.open(user)
+        log.info("dashboard sign-in: user %r from %s", user, address)
+        response = web.json_response({"user": user, "csrf": session.csrf}, headers=_HEADERS)
+        response.set_cookie(
+            COOKIE,
+            session.id,
+            httponly=True,
+            samesite="Strict",
+            secure=is_https(request),
+            path="/",
+            max_age=int(sessions.lifetime),
+        )
+        return response
+
+    async def sign_out(request: web.Request) -> web.Response:
+        session = sessions.of(request)
+        if session is None:
+            return _refuse(401, SIGNED_OUT)
+        if not same_origin(request) or not csrf_ok(session, request.headers.get(CSRF_HEADER)):
+            log.warning("dashboard sign-out from %s refused: CSRF check", _address(request))
+            return _refuse(403, SIGNED_OUT)
+        sessions.close(session.id)
+        response = web.json_response({"signed_out": True}, headers=_HEADERS)
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    async def socket(request: web.Request) -> web.StreamResponse:
+        session = sessions.of(request)
+        if not same_origin(request):
+            log.warning("dashboard socket from %s refused: foreign Origin", _address(request))
+            return _refuse(403, SIGNED_OUT)
+        if session is None:
+            return _refuse(401, SIGNED_OUT)
+        if not csrf_ok(session, request.query.get("csrf")):
+            log.warning("dashboard socket from %s refused: CSRF check", _address(request))
+            return _refuse(403, SIGNED_OUT)
+        ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=MAX_SOCKET_FRAME)
+        await ws.prepare(request)
+        await surface.connected(session, ws)
+        try:
+            async for message in ws:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                if sessions.find(session.id) is None:  # expired or signed out meanwhile
+                    break
+                await surface.received(session, _decoded(message.data))
+        finally:
+            surface.disconnected(session, ws)
+        return ws
+
+    app.router.add_get("/", index)
+    app.router.add_get("/static/{name}", asset)
+    app.router.add_get("/api/session", session_probe)
+    app.router.add_post("/api/sign-in", sign_in)
+    app.router.add_post("/api/sign-out", sign_out)
+    app.router.add_get("/ws", socket)
+
+
+async def _presented_token(request: web.Request) -> str:
+    """The token of a sign-in (JSON `{"token": ...}` or a form field), "" when there is none."""
+    if request.content_length is not None and request.content_length > 4 * MAX_TOKEN_CHARS:
+        return ""
+    try:
+        if request.content_type == "application/json":
+            body: Any = await request.json()
+            token = body.get("token", "") if isinstance(body, dict) else ""
+        else:
+            token = (await request.post()).get("token", "")
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return token.strip() if isinstance(token, str) else ""
+
+
+def _decoded(data: str) -> object:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
