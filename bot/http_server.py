@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -50,7 +51,8 @@ class HttpServerError(Exception):
 
 
 def _reason(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
+    # create_server appends the address to strerror; the sentence names it already
+    return os.strerror(exc.errno) if exc.errno else type(exc).__name__
 
 
 class HttpServer:
