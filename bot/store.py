@@ -1,7 +1,8 @@
 """State that must outlive a turn or a restart: conversation bindings (with their project and
 agent), place bindings (the project a topic, thread or chat starts conversations in), inbound
-de-duplication keys, pending approval tokens, the delivery ledger and the journal of turns in
-flight.
+de-duplication keys, pending approval tokens, the delivery ledger, the journal of turns in
+flight and the audit log (`audit_put` prunes what is older than it keeps; a Redis version keeps
+it as a sorted set scored by time, trimmed with `ZREMRANGEBYSCORE` in the same `MULTI`).
 
 `StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
 SQLite one without touching callers:
