@@ -21,6 +21,7 @@ import anyio
 
 from acp import (
     AGENT_ERRORS,
+    STOP_REASON_CANCELLED,
     AcpError,
     AcpEvent,
     AcpProcessDied,
@@ -39,7 +40,7 @@ from bot.attachments import FileLimits, Intake, prompt_for, take_in
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
 from bot.markdown_split import split_message
-from bot.metrics import AGENT_ERROR, ANSWERED, FAULT, REFUSED, SHUTDOWN
+from bot.metrics import AGENT_ERROR, ANSWERED, FAULT, REFUSED, SHUTDOWN, STOPPED
 from bot.notices import (
     SHUTDOWN_NOTE,
     compact_hint,
@@ -346,6 +347,8 @@ class ChatRunner:
                     outcome = REFUSED
                     notice = refusal_card_text(stats.refusal, output.text)
                 else:
+                    if stats.stop_reason == STOP_REASON_CANCELLED:
+                        outcome = STOPPED
                     notice = stop_notice(stats)
             except (*AGENT_ERRORS, ConfigError) as exc:
                 outcome, error = AGENT_ERROR, type(exc)

@@ -22,10 +22,12 @@ from surfaces.base import Surface
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-# Turn outcomes (the `outcome` label): the agent answered; it refused (a refusal card); an agent
-# error ended it (`error` names its class); a fault of ours did; the process stopped mid-turn.
+# Turn outcomes (the `outcome` label): the agent answered; it refused (a refusal card); someone
+# stopped it (/stop, the Stop button); an agent error ended it (`error` names its class); a fault
+# of ours did; the process stopped mid-turn.
 ANSWERED = "answered"
 REFUSED = "refused"
+STOPPED = "stopped"
 AGENT_ERROR = "agent_error"
 FAULT = "fault"
 SHUTDOWN = "shutdown"

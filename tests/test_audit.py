@@ -239,3 +239,22 @@ def test_switchboard_audit_prints_the_records_since_as_json_lines(
         "--since 'last week' is neither a date (2026-12-01, 2026-12-01T08:00) nor a "
         "duration (30m, 2h, 7d)"
     )
+
+
+@pytest.mark.anyio
+async def test_a_project_refused_is_audited(tmp_path: Path, fake_agent: FakeAgent) -> None:
+    settings = engine_settings(
+        tmp_path,
+        fake_agent,
+        telegram={"allowed_users": ["alice", "bob"]},
+        projects={"web": {"workspace": str(tmp_path), "users": ["telegram:bob"]}},
+    )
+    surface = ScriptedSurface()
+    async with running_app(settings, surface):
+        await finished(surface.post(surface.message("alice", "a secret question")))
+    assert "a project you may not use" in surface.transcript()
+    found = await records(settings.state)
+    assert [(r["kind"], r["actor"], r["action"], r["project"]) for r in found] == [
+        ("refused", "alice", "project", "web")
+    ]
+    assert "secret" not in json.dumps(found)

@@ -25,7 +25,7 @@ from bot.store import StateStore, StoreError, open_store
 from config import Settings
 from surfaces.errors import RateLimited
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import ScriptedSurface, engine_settings, finished
+from tests.engine_helpers import ScriptedSurface, engine_settings, finished, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -294,3 +294,14 @@ def test_switchboard_run_says_a_taken_port_in_one_sentence(
         f"The HTTP server cannot listen on 127.0.0.1:{taken_port} (Address already in use); "
         "set SWITCHBOARD_HTTP__PORT to a free port (or off), or SWITCHBOARD_HTTP__LISTEN."
     ], result.stderr
+
+
+async def test_a_stopped_turn_is_counted_as_stopped(tmp_path: Path, fake_agent: FakeAgent) -> None:
+    surface = ScriptedSurface()
+    async with serving(ops_settings(tmp_path, fake_agent), surface) as app:
+        turn = surface.post(surface.message("alice", script({"chunk": "on it"}, {"hang": True})))
+        await wait_for(lambda: "on it" in surface.transcript(), "the first text")
+        await finished(surface.post(surface.message("alice", "/stop")), turn)
+        found = samples((await get(app, "/metrics"))[1])
+    assert total(found, "switchboard_turns_total", outcome="stopped") == 1
+    assert total(found, "switchboard_turns_total") == 1
