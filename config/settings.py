@@ -243,8 +243,12 @@ class HttpSettings(BaseModel):
     @field_validator("port", mode="before")
     @classmethod
     def _off(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() == "off":
-            return None
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word == "off":
+                return None
+            if not word.isdigit():
+                raise ValueError("must be a port number (0 for any free port) or off")
         return value
 
 

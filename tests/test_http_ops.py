@@ -22,7 +22,7 @@ from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.http_server import HttpServerError
 from bot.store import StateStore, StoreError, open_store
-from config import Settings
+from config import ConfigError, Settings, load_settings
 from surfaces.errors import RateLimited
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, wait_for
@@ -305,3 +305,16 @@ async def test_a_stopped_turn_is_counted_as_stopped(tmp_path: Path, fake_agent: 
         found = samples((await get(app, "/metrics"))[1])
     assert total(found, "switchboard_turns_total", outcome="stopped") == 1
     assert total(found, "switchboard_turns_total") == 1
+
+
+def test_the_port_setting_reads_off_a_number_or_says_what_it_wants() -> None:
+    assert load_settings(http={"port": "off"}).http.port is None
+    assert load_settings(http={"port": " OFF "}).http.port is None
+    assert load_settings(http={"port": "9100"}).http.port == 9100
+    assert load_settings().http.port == 8765
+    assert load_settings().http.listen == "127.0.0.1"
+    with pytest.raises(ConfigError) as raised:
+        load_settings(http={"port": "eighty"})
+    assert str(raised.value) == (
+        "Invalid setting SWITCHBOARD_HTTP__PORT: must be a port number (0 for any free port) or off"
+    )
