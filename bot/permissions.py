@@ -146,6 +146,14 @@ class ApprovalBroker:
         finally:
             self._forget(group)
             with anyio.CancelScope(shield=True):
+                # The buttons go first: the agent has the answer already, and its reply should
+                # not overtake the line saying what was chosen.
+                if ref is not None:
+                    try:
+                        await surface.close_choice(ref, prompt, outcome)
+                    except Exception:
+                        log.warning("could not close the approval prompt", exc_info=True)
+                await self.store.drop_approvals(group)
                 if self.audit is not None:
                     await self.audit.approval(
                         surface.name,
@@ -156,12 +164,6 @@ class ApprovalBroker:
                         ),
                         outcome=audited,
                     )
-                await self.store.drop_approvals(group)
-                if ref is not None:
-                    try:
-                        await surface.close_choice(ref, prompt, outcome)
-                    except Exception:
-                        log.warning("could not close the approval prompt", exc_info=True)
 
     @property
     def pending(self) -> int:

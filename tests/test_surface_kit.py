@@ -144,4 +144,4 @@ def test_surface_entries_are_found_in_settings_order_without_importing_a_platfor
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert out == ["['telegram', 'slack', 'discord']", "[]"]
+    assert out == ["['telegram', 'slack', 'discord', 'dashboard']", "[]"]
