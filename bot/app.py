@@ -27,6 +27,7 @@ import anyio
 import anyio.abc
 
 from acp import (
+    AGENT_ERRORS,
     AcpClient,
     AgentCommand,
     PoolKey,
@@ -38,6 +39,7 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
+from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
 from bot.commands import (
     PROJECT_TOKEN_PREFIX,
@@ -49,13 +51,15 @@ from bot.commands import (
     run_command,
 )
 from bot.faults import fault_sentence, log_fault
+from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
+from bot.metrics import LiveState, Metrics
 from bot.notices import RESTART_NOTICE
 from bot.permissions import ApprovalBroker
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.runtime_tuning import tuned_for_serving
-from bot.store import DeliveryEntry, StateStore
+from bot.store import DeliveryEntry, StateStore, StoreError
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
@@ -71,6 +75,12 @@ SHUTDOWN_BUDGET = 4.0
 # seconds of conversations; a burst of messages, or a command right after a reply, still finds its
 # runner (no store read to rebuild it).
 RELEASE_AFTER = 2.0
+# /readyz's store check gives up after this long (a probe must answer quickly).
+READY_STORE_TIMEOUT = 2.0
+# A stranger's events are audited once per this many seconds per person, and this many
+# strangers remembered: a group's chatter cannot flood the audit log.
+STRANGER_AUDIT_EVERY = 3600.0
+STRANGERS_REMEMBERED = 10_000
 # Released conversations whose agent-reported state (/status's context, /help's agent commands)
 # is kept; past this, the oldest show what a restarted bot shows until their next turn.
 MEMO_LIMIT = 10_000
@@ -98,7 +108,11 @@ class BotApp:
         self.store = store
         self.access = access
         self.policy = RetryPolicy.from_settings(settings.retry)
-        self.approvals = ApprovalBroker(store, access, timeout=settings.approval_timeout)
+        self.audit = AuditLog(store, keep_days=settings.audit_days)
+        self.metrics = Metrics()
+        self.approvals = ApprovalBroker(
+            store, access, timeout=settings.approval_timeout, audit=self.audit
+        )
         # Every project's every agent planned now: a bad entry stops the start, not a turn.
         self.plans = AgentPlans(settings, build_projects(settings))
         self.plans.check_all()
@@ -113,6 +127,12 @@ class BotApp:
         # Conversations whose turn runs or waits, by the pool key of their agent: the pool stops
         # none of these agents (a turn between taking its agent and prompting it looks idle).
         self._held: Counter[PoolKey] = Counter()
+        # What the last start of the default project's agent ended with ("": it started; None:
+        # not started yet), for /readyz: a probe never spawns an agent.
+        self.agent_start_failure: str | None = None
+        self.http: HttpServer | None = None  # while serving, unless SWITCHBOARD_HTTP__PORT=off
+        # Strangers audited lately (a group's every message from them would flood the log).
+        self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -127,7 +147,16 @@ class BotApp:
     ) -> AcpClient:
         assert self._pool is not None, "BotApp is not running"
         spec = (target or self.plans.default).spec
-        return await self._pool.get(spec, on_wait=self._wait_line(say))
+        default = pool_key(spec) == pool_key(self.plans.default.spec)
+        try:
+            client = await self._pool.get(spec, on_wait=self._wait_line(say))
+        except AGENT_ERRORS as exc:
+            if default:
+                self.agent_start_failure = type(exc).__name__
+            raise
+        if default:
+            self.agent_start_failure = ""
+        return client
 
     def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
         key = pool_key((target or self.plans.default).spec)
@@ -149,6 +178,7 @@ class BotApp:
 
     async def discard_client(self, target: AgentTarget | None = None) -> None:
         if self._pool is not None:
+            self.metrics.respawns.inc()  # only the ladder discards: a dead agent, respawned
             await self._pool.discard((target or self.plans.default).spec)
 
     @asynccontextmanager
@@ -232,6 +262,7 @@ class BotApp:
         """Handle the event; True when a message was queued for a turn."""
         surface = self._surfaces[event.key.surface]
         if not self.access.may_chat(event.key.surface, event.user):
+            await self._audit_stranger(event)
             return False  # strangers get nothing back
         if not await self.store.claim_event(
             f"{event.key.surface}:{event.event_id}", self.settings.dedupe_ttl
@@ -261,6 +292,20 @@ class BotApp:
         await runner.submit(event)  # everything else is prompt text as typed
         return True
 
+    async def _audit_stranger(self, event: Inbound | ChoiceAnswer) -> None:
+        """A stranger's event, audited once per person and surface per STRANGER_AUDIT_EVERY."""
+        who = (event.key.surface, event.user.id)
+        now = time.monotonic()
+        last = self._strangers_audited.get(who)
+        if last is not None and now - last < STRANGER_AUDIT_EVERY:
+            return
+        self._strangers_audited[who] = now
+        self._strangers_audited.move_to_end(who)
+        if len(self._strangers_audited) > STRANGERS_REMEMBERED:
+            self._strangers_audited.popitem(last=False)
+        action = "press" if isinstance(event, ChoiceAnswer) else "message"
+        await self.audit.refused(event.key.surface, event.user.id, "stranger", event=action)
+
     async def _stop_pressed(self, surface: Surface, press: ChoiceAnswer) -> None:
         """A live reply's Stop button: what /stop does, for the person who asked, approvers
         and admins; anyone else, or a press after the turn ended, is told why nothing happens."""
@@ -274,6 +319,9 @@ class BotApp:
             who = requester.label if requester is not None else "the person who asked"
             await self._tell_presser(surface, press, f"Only {who} or an approver can stop this.")
             log.info("refused a stop press from %s", press.user.id)
+            await self.audit.refused(
+                press.key.surface, press.user.id, "stop", requester=requester_id
+            )
             return
         runner.stop_token = ""  # one press stops; a second finds the turn over
         with runner.held():
@@ -305,11 +353,38 @@ class BotApp:
         surfaces: Sequence[Surface],
         stop: anyio.Event,
         *,
+        http: bool = False,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Run until every surface's input ends or `stop` is set, then wind down: running turns
-        are cancelled with their partial output delivered, agents shut down."""
+        are cancelled with their partial output delivered, agents shut down. With `http` (what
+        `switchboard run` asks for), the HTTP server of bot/http_server.py serves meanwhile,
+        unless SWITCHBOARD_HTTP__PORT is off."""
         self._surfaces = {surface.name: surface for surface in surfaces}
+        self.metrics.watch_surfaces(surfaces)
+        server = self.http = self._http_server(surfaces) if http else None  # a taken port: first
+        try:
+            await self._serve(surfaces, stop, server, task_status)
+        finally:
+            if server is not None:
+                server.close_unserved()
+            self.http = None
+
+    def _http_server(self, surfaces: Sequence[Surface]) -> HttpServer | None:
+        if self.settings.http.port is None:
+            return None  # SWITCHBOARD_HTTP__PORT=off
+        http = HttpServer(self.settings.http, readiness=self.readiness, metrics=self.metrics_text)
+        http.mount(surfaces)
+        http.bind()
+        return http
+
+    async def _serve(
+        self,
+        surfaces: Sequence[Surface],
+        stop: anyio.Event,
+        http: HttpServer | None,
+        task_status: anyio.abc.TaskStatus[None],
+    ) -> None:
         async with tuned_for_serving(), anyio.create_task_group() as tg:
             self._tg = tg
             self._pool = RuntimePool(
@@ -331,6 +406,8 @@ class BotApp:
                 async with anyio.create_task_group() as surfaces_tg:
                     for surface in surfaces:
                         await surfaces_tg.start(surface.run, self.on_event)
+                    if http is not None:  # after the surfaces; it ends with the app's group
+                        await tg.start(http.serve)
                     task_status.started()
                 stop.set()  # every input ended (a scripted terminal at EOF)
 
@@ -356,6 +433,39 @@ class BotApp:
                 await self._pool.aclose()
             for surface in self._surfaces.values():
                 await surface.close()
+
+    # ---- operations: what /readyz and /metrics read (bot/http_server.py) ----------------------
+    async def readiness(self) -> dict[str, str]:
+        """What is not ready, by name (empty: ready). Cheap and spawn-free: one store write, the
+        surfaces' own `connected` (a surface that does not report counts as connected), and the
+        result of the last start of the default project's agent (none yet counts as ready: the
+        first message starts it, and a failure then shows here until a start succeeds)."""
+        problems: dict[str, str] = {}
+        try:
+            with anyio.fail_after(READY_STORE_TIMEOUT):
+                await self.store.check_writable()
+        except TimeoutError:
+            problems["store"] = f"no answer within {READY_STORE_TIMEOUT:g} s"
+        except StoreError as exc:
+            problems["store"] = exc.reason
+        for surface in self._surfaces.values():
+            if not getattr(surface, "connected", True):
+                problems[f"surface:{surface.name}"] = "not connected"
+        if self.agent_start_failure:
+            problems["agent"] = f"the last start failed ({self.agent_start_failure})"
+        return problems
+
+    async def live_state(self) -> LiveState:
+        pool = self._pool
+        return LiveState(
+            queue_depth=sum(len(runner.queue) for runner in self.runners.values()),
+            pending_approvals=self.approvals.pending,
+            live_agents=pool.live if pool is not None else 0,
+            ledger_backlog=len(await self.store.ledger_pending()),
+        )
+
+    async def metrics_text(self) -> bytes:
+        return self.metrics.render(await self.live_state())
 
     # ---- the runtime pool's two hooks (idle reaping and the agent cap are the pool's rules) --
     def _runtime_stopped(self, client: AcpClient) -> None:

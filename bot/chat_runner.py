@@ -21,6 +21,7 @@ import anyio
 
 from acp import (
     AGENT_ERRORS,
+    STOP_REASON_CANCELLED,
     AcpError,
     AcpEvent,
     AcpProcessDied,
@@ -39,6 +40,7 @@ from bot.attachments import FileLimits, Intake, prompt_for, take_in
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
 from bot.markdown_split import split_message
+from bot.metrics import AGENT_ERROR, ANSWERED, FAULT, REFUSED, SHUTDOWN, STOPPED
 from bot.notices import (
     SHUTDOWN_NOTE,
     compact_hint,
@@ -110,6 +112,8 @@ class _ChatOutput:
         self._ticking = anyio.CancelScope()
 
     def on_text(self, text: str) -> None:
+        if text and not self.text:
+            self.runner.services.metrics.first_text.observe(time.monotonic() - self.started)
         self.text += text
         self.reply.update(self.text)
 
@@ -144,6 +148,7 @@ class _ChatOutput:
         )
 
     async def on_retry(self, error: AcpError, delay: float) -> None:
+        self.runner.services.metrics.retried(error)
         self.progress.retrying()
         self.show_progress()
 
@@ -333,6 +338,9 @@ class ChatRunner:
             output = _ChatOutput(self, reply, requester)
             self._live_extras(output)
             notice = ""
+            # for /metrics: bounded labels only
+            outcome: str = ANSWERED
+            error: type[BaseException] | None = None
             try:
                 try:
                     stats = await self._run(intake, output)
@@ -341,14 +349,19 @@ class ChatRunner:
                     await self.sessions.forget()
                     stats = await self._run(intake, output)
                 if stats.refusal is not None:
+                    outcome = REFUSED
                     notice = refusal_card_text(stats.refusal, output.text)
                 else:
+                    if stats.stop_reason == STOP_REASON_CANCELLED:
+                        outcome = STOPPED
                     notice = stop_notice(stats)
             except (*AGENT_ERRORS, ConfigError) as exc:
+                outcome, error = AGENT_ERROR, type(exc)
                 if isinstance(exc, AcpProcessDied | AcpRuntimeError):
                     self.sessions.drop()
                 notice = valid_text(str(exc))  # may quote the agent
             except anyio.get_cancelled_exc_class():
+                services.metrics.turn_ended(SHUTDOWN, time.monotonic() - output.started)
                 self._end_live_extras(output)
                 with anyio.CancelScope(shield=True):
                     await services.finish_reply(
@@ -360,6 +373,7 @@ class ChatRunner:
                 raise
             except Exception as exc:  # a fault of ours ends this turn, not the process
                 self.log_fault(exc, "answering")
+                outcome, error = FAULT, type(exc)
                 notice = fault_sentence(exc)
             self._end_live_extras(output)
             final = join_paragraphs(
@@ -369,6 +383,7 @@ class ChatRunner:
             )
             final, whole = self._as_file(final)
             await services.finish_reply(reply, self.key, final, turn_id=turn_id)
+            services.metrics.turn_ended(outcome, time.monotonic() - output.started, error)
             self._answered = True
             await self._after_final(output, whole)
 
@@ -485,6 +500,9 @@ class ChatRunner:
         target = await self.sessions.target()
         if target.project.may_use(self.services.access, self.key.surface, user.id):
             return True
+        await self.services.audit.refused(
+            self.key.surface, user.id, "project", project=target.project.name
+        )
         prefix = self.surface.capabilities.command_prefixes[0]
         await self.say(
             "This conversation works in a project you may not use; "

@@ -11,6 +11,7 @@ import logging
 import secrets
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 
@@ -35,7 +36,9 @@ from bot.access import AccessPolicy
 from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
 from bot.attachments import FileLimits, prompt_for, take_in
+from bot.audit import BadSince, as_line, parse_since
 from bot.doctor import run_doctor
+from bot.http_server import HttpServerError
 from bot.ladder import RetryPolicy, run_turn
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
 from bot.notices import refusal_card_text, stop_notice
@@ -117,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
         "dashboard-token", help="print a new dashboard access token for USER and its digest"
     )
     token.add_argument("user", metavar="USER", help="the dashboard user id the token is for")
+    audit = commands.add_parser(
+        "audit", help="print the audit log (approvals, admin actions, refusals) as JSON lines"
+    )
+    audit.add_argument(
+        "--since",
+        metavar="WHEN",
+        default="",
+        help="a date or time (2026-12-01, UTC unless it names a zone) or a duration back from "
+        "now (30m, 2h, 7d); default: every record kept (SWITCHBOARD_AUDIT_DAYS)",
+    )
     ask.add_argument("text", nargs="*", metavar="TEXT", help="the prompt")
     ask.add_argument(
         "--file",
@@ -129,13 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
-    return load_settings(**{field: getattr(args, dest) for dest, field, _ in _AGENT_OPTIONS})
+    return load_settings(**{field: getattr(args, dest, None) for dest, field, _ in _AGENT_OPTIONS})
 
 
 def _as_typed(exc: ConfigError, args: argparse.Namespace) -> ConfigError:
     """A bad value the person typed as an option is named by that option, then its setting."""
     for dest, field, option in _AGENT_OPTIONS:
-        if exc.setting == f"SWITCHBOARD_{field.upper()}" and getattr(args, dest) is not None:
+        if exc.setting == f"SWITCHBOARD_{field.upper()}" and getattr(args, dest, None) is not None:
             return ConfigError(exc.setting, exc.problem, option=option)
     return exc
 
@@ -282,6 +295,7 @@ async def _serve(
     stop: anyio.Event,
     *,
     opener: RuntimeOpener = open_runtime,
+    http: bool = False,
 ) -> None:
     install_loop_exception_handler()
     store = open_store(settings.state)
@@ -289,7 +303,7 @@ async def _serve(
         app = BotApp(settings, store, AccessPolicy.from_settings(settings), opener=opener)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-            await app.serve(surfaces, stop)
+            await app.serve(surfaces, stop, http=http)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -318,7 +332,7 @@ async def _run(settings: Settings) -> int:
         return EXIT_USAGE
     for unusable in surfaces_nobody_can_use(settings):
         _say(f"Warning: {unusable.warning()}")  # loud, whatever the log level; keeps running
-    await _serve(settings, surfaces, anyio.Event())
+    await _serve(settings, surfaces, anyio.Event(), http=True)
     return EXIT_OK
 
 
@@ -328,6 +342,17 @@ async def _doctor(settings: Settings) -> int:
     for check in checks:
         print(check.line(), flush=True)
     return EXIT_OK if all(check.ok for check in checks) else EXIT_FAILED
+
+
+async def _audit(settings: Settings, since: float) -> int:
+    store = open_store(settings.state)
+    try:
+        for record in await store.audit_since(since):
+            print(as_line(record), flush=True)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
+    return EXIT_OK
 
 
 # ---- the boundary ---------------------------------------------------------------------------
@@ -387,6 +412,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":
             return anyio.run(_doctor, settings, backend="asyncio")
+        if args.command == "audit":
+            try:
+                since = parse_since(args.since, time.time()) if args.since else 0.0
+            except BadSince as exc:
+                _say(str(exc))
+                return EXIT_USAGE
+            return anyio.run(_audit, settings, since, backend="asyncio")
         return anyio.run(_run, settings, backend="asyncio")
     except KeyboardInterrupt:
         _say("Interrupted; the agent was shut down.")
@@ -402,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(str(_as_typed(leaf, args)))
         elif isinstance(leaf, AcpModelUnavailable) and args.model and leaf.model == args.model:
             _say(f"Invalid --model (SWITCHBOARD_MODEL): {leaf}")
-        elif isinstance(leaf, (*AGENT_ERRORS, StoreError, SurfaceError)):
+        elif isinstance(leaf, (*AGENT_ERRORS, StoreError, SurfaceError, HttpServerError)):
             _say(str(leaf))
         else:
             log.debug("internal error", exc_info=leaf)

@@ -221,11 +221,18 @@ async def _project(runner: ChatRunner, args: str) -> str:
     if whole_chat is not None:
         who = asker()
         services = runner.services
+        action = "project bindchat" if whole_chat else "project bind"
         if who is None or services.access.role(runner.key.surface, who.id) < Role.ADMIN:
+            await services.audit.refused(
+                runner.key.surface, who.id if who else "", action, project=project.name
+            )
             return "Only an admin can bind this place to a project."
         key = runner.key
         place = ConversationKey(key.surface, key.chat) if whole_chat else key
         await services.store.put_place(place, project.name)
+        await services.audit.admin(
+            key.surface, who.id, action, project=project.name, place=str(place)
+        )
         where = "this chat" if whole_chat or not key.thread else "this thread"
         bound = f"New conversations in {where} start in project {project.name}."
     if project is current:
@@ -330,6 +337,15 @@ async def _resume(runner: ChatRunner, wanted: str) -> str:
     session = await runner.sessions.resume(picked.session_id)
     if session is None:
         return "The agent could not load that session; this conversation keeps its current one."
+    if not picked.ours:  # an admin took up a session another conversation recorded
+        who = asker()
+        await runner.services.audit.admin(
+            runner.key.surface,
+            who.id if who else "",
+            "resume another conversation's session",
+            session=picked.session_id,
+            conversation=str(runner.key),
+        )
     title = f" ({picked.title})" if picked.title else ""
     return f"Resumed session {picked.session_id}{title}; the next message continues it."
 

@@ -26,6 +26,7 @@ from acp import (
     PermissionRequest,
 )
 from bot.access import AccessPolicy
+from bot.audit import AuditLog
 from bot.store import ApprovalRecord, StateStore
 from surfaces.base import Choice, ChoiceAnswer, ConversationKey, Surface, UserRef
 
@@ -79,13 +80,22 @@ class _Open:
     requester: UserRef
     surface: str
     tokens: dict[str, PermissionOption]
+    answered_by: str = ""  # the user id whose press was taken
 
 
 class ApprovalBroker:
-    def __init__(self, store: StateStore, access: AccessPolicy, *, timeout: float) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        access: AccessPolicy,
+        *,
+        timeout: float,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.store = store
         self.access = access
         self.timeout = timeout
+        self.audit = audit
         self._open: dict[str, _Open] = {}  # group -> request
         self._group_of: dict[str, str] = {}  # token -> group
 
@@ -109,7 +119,7 @@ class ApprovalBroker:
             ],
             self.timeout + 60,
         )
-        self._open[group] = _Open(pending, requester, surface.name, tokens)
+        opened = self._open[group] = _Open(pending, requester, surface.name, tokens)
         self._group_of.update(dict.fromkeys(tokens, group))
         choices = [
             Choice(token, option.name, _STYLE.get(option.kind, "default"))
@@ -118,6 +128,7 @@ class ApprovalBroker:
         allowed = sorted({requester.id, *self.access.approvers(surface.name)})
         prompt = approval_prompt(request)
         outcome = "stopped"
+        audited = "stopped"  # the turn ended before anyone answered
         ref = None
         try:
             ref = await surface.ask_choice(key, prompt, choices, allowed_users=allowed)
@@ -127,12 +138,24 @@ class ApprovalBroker:
                 reject = request.option_of_kind(PERMISSION_REJECT_ONCE, PERMISSION_REJECT_ALWAYS)
                 pending.respond(reject.option_id if reject else None)
                 outcome = f"No answer within {self.timeout:g} s: rejected."
+                audited = "timed out, rejected"
             else:
                 outcome = self._describe(pending, tokens)
+                audited = self._audited(pending, tokens)
             return await pending.wait()
         finally:
             self._forget(group)
             with anyio.CancelScope(shield=True):
+                if self.audit is not None:
+                    await self.audit.approval(
+                        surface.name,
+                        requester=requester.id,
+                        answerer=opened.answered_by,
+                        tool=" ".join(
+                            part for part in (request.tool.title, request.tool.kind) if part
+                        ),
+                        outcome=audited,
+                    )
                 await self.store.drop_approvals(group)
                 if ref is not None:
                     try:
@@ -140,12 +163,25 @@ class ApprovalBroker:
                     except Exception:
                         log.warning("could not close the approval prompt", exc_info=True)
 
+    @property
+    def pending(self) -> int:
+        """Approval requests waiting for an answer now."""
+        return len(self._open)
+
     @staticmethod
     def _describe(pending: PendingPermission, tokens: dict[str, PermissionOption]) -> str:
         if pending.withdrawn:
             return "The agent withdrew the request."
         names = {option.option_id: option.name for option in tokens.values()}
         return f"Answered: {names.get(pending.answer_id or '', 'stopped')}"
+
+    @staticmethod
+    def _audited(pending: PendingPermission, tokens: dict[str, PermissionOption]) -> str:
+        """The outcome as the audit log keeps it: the option's kind (allow_once, ...)."""
+        if pending.withdrawn:
+            return "withdrawn"
+        kinds = {option.option_id: option.kind for option in tokens.values()}
+        return kinds.get(pending.answer_id or "", "") or "cancelled"
 
     def _forget(self, group: str) -> None:
         opened = self._open.pop(group, None)
@@ -164,11 +200,16 @@ class ApprovalBroker:
             who = opened.requester.label
             await _notify(answer, f"Only {who} or an approver can answer this.")
             log.info("refused an approval answer from %s", answer.user.id)
+            if self.audit is not None:
+                await self.audit.refused(
+                    opened.surface, answer.user.id, "approval", requester=opened.requester.id
+                )
             return False
         record = await self.store.take_approval(answer.token)
         if record is None or opened.pending.answered:
             await _notify(answer, "This approval was already answered.")
             return False
+        opened.answered_by = answer.user.id
         opened.pending.respond(record.option_id)
         return True
 

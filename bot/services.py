@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from acp import AcpClient, RuntimeSpec
 from bot.access import AccessPolicy
+from bot.audit import AuditLog
 from bot.ladder import RetryPolicy
+from bot.metrics import Metrics
 from bot.permissions import ApprovalBroker
 from bot.reply import ReplyStream
 from bot.store import StateStore
@@ -31,6 +33,8 @@ class ConversationServices(Protocol):
     access: AccessPolicy  # who may do what (projects, what /sessions shows)
     spec: RuntimeSpec  # the default project's agent
     plans: AgentPlans  # every project and its agents
+    metrics: Metrics  # what /metrics counts (bot/metrics.py)
+    audit: AuditLog  # approvals, admin actions, refused access (bot/audit.py)
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run `func` in the app's task group: a conversation's work outlives the event that

@@ -1,7 +1,8 @@
 """State that must outlive a turn or a restart: conversation bindings (with their project and
 agent), place bindings (the project a topic, thread or chat starts conversations in), inbound
-de-duplication keys, pending approval tokens, the delivery ledger and the journal of turns in
-flight.
+de-duplication keys, pending approval tokens, the delivery ledger, the journal of turns in
+flight and the audit log (`audit_put` prunes what is older than it keeps; a Redis version keeps
+it as a sorted set scored by time, trimmed with `ZREMRANGEBYSCORE` in the same `MULTI`).
 
 `StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
 SQLite one without touching callers:
@@ -32,6 +33,7 @@ Failures are translated once, here: `sqlite3` and file-system errors become `Sto
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import sqlite3
 import threading
@@ -49,6 +51,7 @@ from config import ConfigError
 
 __all__ = [
     "ApprovalRecord",
+    "AuditRecord",
     "DeliveryEntry",
     "JournalEntry",
     "SessionRecord",
@@ -111,6 +114,29 @@ class SessionRecord:
     title: str = ""
     created: float = 0.0
     last_used: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One audit log entry (bot/audit.py): an approval, an admin action or a refused access.
+    `actor` is who did it (a platform user id); `details` never holds message text or tokens."""
+
+    at: float  # epoch seconds
+    kind: str  # approval | admin | refused
+    surface: str
+    actor: str
+    action: str
+    details: dict[str, str]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "at": self.at,
+            "kind": self.kind,
+            "surface": self.surface,
+            "actor": self.actor,
+            "action": self.action,
+            **self.details,
+        }
 
 
 class StoreError(Exception):
@@ -193,6 +219,14 @@ class StateStore(Protocol):
         """Every conversation that recorded the session."""
         ...
 
+    async def audit_put(self, record: AuditRecord, keep: float) -> None:
+        """Keep `record`; records older than `keep` seconds are pruned."""
+        ...
+
+    async def audit_since(self, since: float) -> list[AuditRecord]:
+        """The records at or after `since` (epoch seconds), oldest first."""
+        ...
+
     async def check_writable(self) -> None:
         """Raise StoreError unless a write succeeds."""
         ...
@@ -234,6 +268,11 @@ CREATE TABLE IF NOT EXISTS session_history (
     PRIMARY KEY (surface, chat, thread, session_id)
 );
 CREATE INDEX IF NOT EXISTS session_history_by_id ON session_history (session_id);
+CREATE TABLE IF NOT EXISTS audit (
+    at REAL NOT NULL, kind TEXT NOT NULL, surface TEXT NOT NULL, actor TEXT NOT NULL,
+    action TEXT NOT NULL, details TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
 """
 
 
@@ -680,6 +719,33 @@ class SqliteStateStore:
 
         return await self._run(op, write=False)
 
+    # -- the audit log (issue 15) ----------------------------------------------------------
+
+    async def audit_put(self, record: AuditRecord, keep: float) -> None:
+        def op(conn: sqlite3.Connection, now: float) -> None:
+            conn.execute("DELETE FROM audit WHERE at < ?", (now - keep,))
+            conn.execute(
+                "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?)",
+                (record.at, record.kind, record.surface, record.actor, record.action,
+                 json.dumps(record.details, sort_keys=True)),
+            )  # fmt: skip
+
+        await self._run(op, write=True)
+
+    async def audit_since(self, since: float) -> list[AuditRecord]:
+        def op(conn: sqlite3.Connection, now: float) -> list[AuditRecord]:
+            rows = conn.execute(
+                "SELECT at, kind, surface, actor, action, details FROM audit WHERE at >= ?"
+                " ORDER BY at, rowid",
+                (since,),
+            ).fetchall()
+            return [
+                AuditRecord(row[0], row[1], row[2], row[3], row[4], _details(row[5]))
+                for row in rows
+            ]
+
+        return await self._run(op, write=False)
+
     # -- health and shutdown ----------------------------------------------------------------
 
     async def check_writable(self) -> None:
@@ -692,6 +758,17 @@ class SqliteStateStore:
             await self._on_thread(None, False)
             self._thread = None  # it has returned, or is about to
         self._closed = True
+
+
+def _details(text: str) -> dict[str, str]:
+    """An audit row's details as written; a row another tool mangled reads as none."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(name): str(item) for name, item in value.items()}
 
 
 def open_store(location: str) -> StateStore:

@@ -265,6 +265,29 @@ def _named_entries(value: object) -> object:
     return value
 
 
+# -- the HTTP server of `switchboard run` (issue 15): /healthz, /readyz, /metrics, pages --
+
+
+class HttpSettings(BaseModel):
+    """`SWITCHBOARD_HTTP__LISTEN` / `__PORT` (`off`: no server) / `__METRICS_TOKEN` (when set,
+    /metrics wants `Authorization: Bearer <token>`)."""
+
+    listen: str = "127.0.0.1"
+    port: int | None = Field(default=8765, ge=0, le=65535)  # None: `off`; 0: any free port
+    metrics_token: str = ""
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _off(cls, value: object) -> object:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word == "off":
+                return None
+            if not word.isdigit():
+                raise ValueError("must be a port number (0 for any free port) or off")
+        return value
+
+
 def _default_state_path() -> str:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return str(Path(base) / "switchboard" / "state.db")
@@ -312,6 +335,9 @@ class Settings(BaseSettings):
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     dashboard: DashboardSettings = DashboardSettings()
+    # -- operations (issue 15): the HTTP server, and how long the audit log keeps its records --
+    http: HttpSettings = HttpSettings()
+    audit_days: float = Field(default=90.0, gt=0)
 
     _words = field_validator("agent_command")(_shell_words)
 

@@ -40,13 +40,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from surfaces.errors import RateLimited
 
-__all__ = ["ChatPacer", "GlobalBudget", "GroupWindow", "Pacing"]
+__all__ = ["ChatPacer", "GlobalBudget", "GroupWindow", "Pacing", "PacingCounts"]
 
 WINDOW = 60.0  # seconds a GroupWindow counts calls over
 # Below this many chats, pruning waits for its time (`prune_every`): it is not worth a scan.
@@ -84,6 +85,16 @@ class GroupWindow:
             self.calls.popleft()
 
 
+@dataclass(slots=True)
+class PacingCounts:
+    """What one surface's pacers saw, for the bot's /metrics: the platform calls made through
+    `ChatPacer.call` and the 429s recorded (each once). Plain counters: the kit imports no
+    metrics library."""
+
+    calls: int = 0
+    rate_limited: int = 0
+
+
 class ChatPacer:
     """One chat's pacing: turns for the bot (`wait_turn`), one platform call at a time for the
     adapter (`call`), and the penalty of a 429 holding both back."""
@@ -95,9 +106,11 @@ class ChatPacer:
         window: GroupWindow | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        counts: PacingCounts | None = None,
     ) -> None:
         self.min_interval = min_interval
         self.window = window  # the group's minute, for chats that have one
+        self.counts = counts if counts is not None else PacingCounts()  # the surface's, shared
         self._clock = clock
         self._sleep = sleep
         self._last = -math.inf  # when the latest turn was handed out
@@ -155,6 +168,7 @@ class ChatPacer:
                     await self._sleep(delay)
                 if self.window is not None:
                     self.window.record(self._clock())
+                self.counts.calls += 1
                 try:
                     yield
                 except RateLimited as limited:
@@ -171,6 +185,7 @@ class ChatPacer:
         """Hold the chat back for a 429, unless a pacer already did for this one."""
         if not limited.recorded:
             limited.recorded = True
+            self.counts.rate_limited += 1
             self.penalize(limited.retry_after)
 
     def penalize(self, retry_after: float) -> None:
@@ -205,6 +220,7 @@ class Pacing:
         self._prune_every = prune_every
         self._group_window = group_window
         self._chats: dict[str, ChatPacer] = {}
+        self.counts = PacingCounts()  # every chat's pacer adds to it
         self._next_prune = time.monotonic() + prune_every
         self._prune_at_size = _PRUNE_MIN_SIZE  # prune once this many chats are remembered
 
@@ -219,7 +235,7 @@ class Pacing:
             if len(self._chats) >= self._prune_at_size or time.monotonic() >= self._next_prune:
                 self.prune()
             window = self._group_window(chat) if self._group_window is not None else None
-            pacer = self._chats[chat] = ChatPacer(self.interval, window=window)
+            pacer = self._chats[chat] = ChatPacer(self.interval, window=window, counts=self.counts)
         return pacer
 
     def call(self, chat: str) -> AbstractAsyncContextManager[None]:

@@ -27,6 +27,7 @@ FAST_ENV = {
     "SWITCHBOARD_SHUTDOWN_GRACE": "0.5",
     "SWITCHBOARD_REQUEST_TIMEOUT": "10",
     "SWITCHBOARD_INITIALIZE_TIMEOUT": "10",
+    "SWITCHBOARD_HTTP__PORT": "0",  # `switchboard run`'s HTTP server on any free port
 }
 
 

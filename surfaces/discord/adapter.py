@@ -228,6 +228,11 @@ class DiscordSurface:
         """Connected, with the guilds loaded."""
         return self._client is not None and self._client.is_ready()
 
+    @property
+    def connected(self) -> bool:
+        """What the bot's /readyz reads (a surface without it counts as connected)."""
+        return self.is_ready()
+
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_message(self, message: discord.Message) -> None:
         me = self._me()

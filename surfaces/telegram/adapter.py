@@ -302,6 +302,12 @@ class TelegramSurface:
                 f"cannot reach the Telegram Bot API: {exc.message}", transient=True
             ) from exc
 
+    @property
+    def connected(self) -> bool:
+        """Signed in to the Bot API (what the bot's /readyz reads; PTB retries a lost poll on
+        its own, so this stays true through a network blip)."""
+        return self._ready
+
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_update(self, update: Update, context: Any) -> None:
         """PTB's handler. Runs concurrently for all updates, so it only routes, without
