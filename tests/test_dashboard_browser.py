@@ -1,6 +1,6 @@
 """The dashboard page in a real headless Chromium, driven by Selenium through its `data-testid`
-hooks, against the dashboard's routes served on 127.0.0.1 with `BotApp` and the scripted fake
-agent (one server and one browser for the module, each test signed in as its own person so their
+hooks, against `BotApp` serving the dashboard on its HTTP server (as `switchboard run` does, on
+127.0.0.1 and a free port) with the scripted fake agent (one server and one browser for the module, each test signed in as its own person so their
 conversations never meet).
 
 Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them when missing). Without
@@ -19,9 +19,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from anyio.from_thread import start_blocking_portal
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, TimeoutException
@@ -32,10 +32,13 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from bot.access import AccessPolicy
+from bot.app import BotApp
+from bot.store import open_store
 from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import engine_settings, running_app
+from tests.engine_helpers import engine_settings
 
 INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
@@ -59,15 +62,30 @@ class Served:
 
 @asynccontextmanager
 async def _serving(folder: Path) -> AsyncIterator[Served]:
+    """`BotApp` serving the dashboard on the HTTP server of `switchboard run` (a free port)."""
     state = folder / "agent-state"
     state.mkdir()
     agent = FakeAgent(log_path=folder / "agent-log.jsonl", state_dir=state)
-    settings = engine_settings(folder, agent, dashboard=ACCESS)
+    settings = engine_settings(folder, agent, dashboard=ACCESS, http={"port": 0})
     surface = DashboardSurface(settings.dashboard, min_edit_interval=0.01)
-    app = web.Application()
-    surface.add_routes(app)
-    async with running_app(settings, surface), TestServer(app, host="127.0.0.1", port=0) as server:  # type: ignore[arg-type]  # any Surface serves
-        yield Served(str(server.make_url("/")).rstrip("/"), agent)
+    store = open_store(settings.state)
+    app = BotApp(settings, store, AccessPolicy.from_settings(settings))
+    stop = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                await app.serve([surface], stop, http=True, task_status=task_status)
+
+            await tg.start(serve)
+            try:
+                assert app.http is not None and app.http.port
+                yield Served(f"http://127.0.0.1:{app.http.port}", agent)
+            finally:
+                stop.set()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
 
 
 @pytest.fixture(scope="module")
