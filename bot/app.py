@@ -29,6 +29,7 @@ import anyio.abc
 from acp import (
     AGENT_ERRORS,
     AcpClient,
+    AcpRuntime,
     AgentCommand,
     PoolKey,
     RuntimeOpener,
@@ -55,6 +56,7 @@ from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
 from bot.metrics import LiveState, Metrics
 from bot.notices import RESTART_NOTICE
+from bot.ops_view import OpsView
 from bot.permissions import ApprovalBroker
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
@@ -362,6 +364,11 @@ class BotApp:
         unless SWITCHBOARD_HTTP__PORT is off."""
         self._surfaces = {surface.name: surface for surface in surfaces}
         self.metrics.watch_surfaces(surfaces)
+        view = OpsView(self)
+        for surface in surfaces:  # the operations view, for a surface that shows it (admins)
+            set_operations = getattr(surface, "set_operations", None)
+            if set_operations is not None:
+                set_operations(view.snapshot, view.act)
         server = self.http = self._http_server(surfaces) if http else None  # a taken port: first
         try:
             await self._serve(surfaces, stop, server, task_status)
@@ -466,6 +473,32 @@ class BotApp:
 
     async def metrics_text(self) -> bytes:
         return self.metrics.render(await self.live_state())
+
+    # ---- operations: what the operations view reads and does (bot/ops_view.py) ---------------
+    @property
+    def surfaces(self) -> dict[str, Surface]:
+        return dict(self._surfaces)
+
+    def agent_runtimes(self) -> list[AcpRuntime]:
+        return self._pool.runtimes() if self._pool is not None else []
+
+    async def stop_agent(self, runtime: AcpRuntime) -> None:
+        """An admin stops an agent: its turns are stopped (as /stop), its process shut down, and
+        its conversations drop their sessions (the next message resumes with session/load)."""
+        if self._pool is None:
+            return
+        on_it = [
+            runner
+            for runner in self.runners.values()
+            if runner.sessions.current is not None
+            and runner.sessions.current.client.runtime is runtime
+        ]
+        for runner in on_it:
+            if runner.running:
+                await runner.stop()
+        await self._pool.discard(runtime.spec)
+        for runner in on_it:
+            runner.sessions.drop()
 
     # ---- the runtime pool's two hooks (idle reaping and the agent cap are the pool's rules) --
     def _runtime_stopped(self, client: AcpClient) -> None:

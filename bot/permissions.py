@@ -81,6 +81,7 @@ class _Open:
     surface: str
     tokens: dict[str, PermissionOption]
     answered_by: str = ""  # the user id whose press was taken
+    key: ConversationKey | None = None  # where it was asked (the operations view lists it)
 
 
 class ApprovalBroker:
@@ -119,7 +120,7 @@ class ApprovalBroker:
             ],
             self.timeout + 60,
         )
-        opened = self._open[group] = _Open(pending, requester, surface.name, tokens)
+        opened = self._open[group] = _Open(pending, requester, surface.name, tokens, key=key)
         self._group_of.update(dict.fromkeys(tokens, group))
         choices = [
             Choice(token, option.name, _STYLE.get(option.kind, "default"))
@@ -169,6 +170,13 @@ class ApprovalBroker:
     def pending(self) -> int:
         """Approval requests waiting for an answer now."""
         return len(self._open)
+
+    def waiting(self) -> list[tuple[ConversationKey | None, str, str]]:
+        """The requests waiting now: (conversation, requester id, tool), for the operations view."""
+        return [
+            (opened.key, opened.requester.id, opened.pending.request.tool.title)
+            for opened in self._open.values()
+        ]
 
     @staticmethod
     def _describe(pending: PendingPermission, tokens: dict[str, PermissionOption]) -> str:

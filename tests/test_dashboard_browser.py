@@ -42,11 +42,14 @@ from tests.engine_helpers import engine_settings
 
 INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
-TOKENS = {user: f"{user}-secret-token" for user in USERS}
+USERS += ["worker"]  # whose turn the operations view's test stops
+ADMIN = "operator"
+TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
     "enabled": True,
     "tokens": {user: digest_of(token) for user, token in TOKENS.items()},
     "allowed_users": USERS,
+    "admins": [ADMIN],
 }
 WAIT = 15.0  # the longest any one condition is waited for
 
@@ -451,3 +454,37 @@ def test_csrf_and_origin_checks_refuse_what_the_page_did_not_send(page: Page) ->
     )
     page.driver.refresh()
     page.until(lambda d: page.one(hook("composer")).is_displayed(), "still signed in")
+
+
+# ---- the operations view (admins) --------------------------------------------------------------
+def test_the_operations_view_lists_the_running_turn_and_stops_it(page: Page) -> None:
+    page.sign_in("worker")
+    assert not page.one(hook("ops-open")).is_displayed()  # not an admin: no link
+    cancels_before = len(page.served.agent.frames_in("session/cancel"))
+    page.send(script({"chunk": "long job"}, {"hang": True}))
+    page.agent_says("long job")
+    page.sign_in(ADMIN)  # the worker's turn goes on on the server
+    page.one(hook("ops-open")).click()
+    turn = page.until(
+        lambda d: next((row for row in page.all(hook("ops-turn")) if "worker" in row.text), None),
+        "the worker's running turn listed",
+    )
+    assert "answering for" in turn.text
+    page.until(lambda d: page.all(hook("ops-agent")), "the agent's process listed")
+    assert "pid" in page.all(hook("ops-agent"))[0].text
+    page.shot("operations")
+    turn.find_element(By.CSS_SELECTOR, hook("ops-stop-turn")).click()
+    page.until(lambda d: "was stopped" in page.one("#ops-said").text, "the stop confirmed")
+    page.until(
+        lambda d: not any("worker" in row.text for row in page.all(hook("ops-turn"))),
+        "the turn gone from the view",
+    )
+    page.until(
+        lambda d: len(page.served.agent.frames_in("session/cancel")) == cancels_before + 1,
+        "the agent told to cancel",
+    )
+    page.until(
+        lambda d: any("stop-turn" in row.text for row in page.all(hook("ops-audit"))),
+        "the stop in the audit log",
+    )
+    page.shot("stopped")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -53,6 +53,11 @@ SURFACE = "dashboard"
 MAX_CONVERSATIONS = 2000  # remembered in all; the oldest is forgotten first
 MAX_TABS = 20  # per person
 
+# The operations view's two callables, handed over by the bot (`set_operations`): the snapshot
+# (plain JSON-able data) and an action (actor, action, target) -> the sentence to show.
+OpsSnapshot = Callable[[], Awaitable[dict[str, Any]]]
+OpsAct = Callable[[str, str, str], Awaitable[str]]
+
 
 class DashboardSurface:
     name = SURFACE
@@ -83,6 +88,8 @@ class DashboardSurface:
         self._hub = Hub(settings.admins)
         self._conversations: BoundedMap[str, Conversation] = BoundedMap(MAX_CONVERSATIONS)
         self._commands: list[dict[str, str]] = []
+        self.ops_snapshot: OpsSnapshot | None = None
+        self.ops_act: OpsAct | None = None
         self._on_event: OnEvent | None = None
         self._messages: Lanes[ConversationKey, Inbound] = Lanes(
             self._deliver, failure="the bot failed on a dashboard message in %s", logger=log
@@ -100,6 +107,13 @@ class DashboardSurface:
     def add_routes(self, app: web.Application) -> None:
         """The page, sign-in and the WebSocket on the HTTP server's Application."""
         page.mount(app, self)
+
+    def set_operations(self, snapshot: OpsSnapshot, act: OpsAct) -> None:
+        """The bot's operations view: shown to admins only (page.py checks)."""
+        self.ops_snapshot, self.ops_act = snapshot, act
+
+    def is_admin(self, user: str) -> bool:
+        return user in self._settings.admins
 
     def may_sign_in(self, user: str) -> bool:
         """Deny by default: a token of someone on none of the access lists signs nobody in."""

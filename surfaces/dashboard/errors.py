@@ -11,6 +11,7 @@ import aiohttp
 __all__ = [
     "BAD_FRAME",
     "GONE_SOCKET",
+    "NOT_ADMIN",
     "NOT_READY",
     "NOT_YOURS",
     "SIGNED_OUT",
@@ -29,3 +30,4 @@ NOT_READY = "Switchboard is starting; try again in a moment."
 NOT_YOURS = "That conversation is not yours."
 STALE_BUTTON = "That button is no longer active."
 BAD_FRAME = "The page sent something Switchboard does not understand; reload the page."
+NOT_ADMIN = "Only an admin of the dashboard can use the operations view."

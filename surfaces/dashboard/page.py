@@ -19,11 +19,19 @@ from surfaces.dashboard.auth import (
     COOKIE,
     CSRF_HEADER,
     MAX_TOKEN_CHARS,
+    Session,
     csrf_ok,
     is_https,
     same_origin,
 )
-from surfaces.dashboard.errors import SIGNED_OUT, TOO_MANY, WRONG_TOKEN
+from surfaces.dashboard.errors import (
+    BAD_FRAME,
+    NOT_ADMIN,
+    NOT_READY,
+    SIGNED_OUT,
+    TOO_MANY,
+    WRONG_TOKEN,
+)
 
 if TYPE_CHECKING:
     from surfaces.dashboard.adapter import DashboardSurface
@@ -79,7 +87,53 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
         session = sessions.of(request)
         if session is None:
             return _refuse(401, SIGNED_OUT)
-        return web.json_response({"user": session.user, "csrf": session.csrf}, headers=_HEADERS)
+        return web.json_response(
+            {"user": session.user, "csrf": session.csrf, "admin": surface.is_admin(session.user)},
+            headers=_HEADERS,
+        )
+
+    def admin_session(request: web.Request, *, change: bool) -> Session | web.Response:
+        """The admin's session of an operations request, or the refusal: signed in, the CSRF
+        token on every request (also reads), Origin on a change, and the admin role."""
+        session = sessions.of(request)
+        if session is None:
+            return _refuse(401, SIGNED_OUT)
+        if (change and not same_origin(request)) or not csrf_ok(
+            session, request.headers.get(CSRF_HEADER)
+        ):
+            log.warning(
+                "dashboard operations request from %s refused: CSRF check", _address(request)
+            )
+            return _refuse(403, NOT_ADMIN)
+        if not surface.is_admin(session.user):
+            log.warning("dashboard operations refused to %r: not an admin", session.user)
+            return _refuse(403, NOT_ADMIN)
+        return session
+
+    async def ops_snapshot(request: web.Request) -> web.Response:
+        checked = admin_session(request, change=False)
+        if isinstance(checked, web.Response):
+            return checked
+        if surface.ops_snapshot is None:
+            return _refuse(503, NOT_READY)
+        return web.json_response(await surface.ops_snapshot(), headers=_HEADERS)
+
+    async def ops_action(request: web.Request) -> web.Response:
+        checked = admin_session(request, change=True)
+        if isinstance(checked, web.Response):
+            return checked
+        if surface.ops_act is None:
+            return _refuse(503, NOT_READY)
+        try:
+            body: Any = await request.json()
+        except ValueError:
+            body = None
+        action = body.get("action") if isinstance(body, dict) else None
+        target = body.get("target") if isinstance(body, dict) else None
+        if not isinstance(action, str) or not isinstance(target, str) or len(target) > 300:
+            return _refuse(400, BAD_FRAME)
+        said = await surface.ops_act(checked.user, action, target)
+        return web.json_response({"said": said}, headers=_HEADERS)
 
     async def sign_in(request: web.Request) -> web.Response:
         address = _address(request)
@@ -156,6 +210,8 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
     app.router.add_post("/api/sign-in", sign_in)
     app.router.add_post("/api/sign-out", sign_out)
     app.router.add_get("/ws", socket)
+    app.router.add_get("/api/ops", ops_snapshot)
+    app.router.add_post("/api/ops/action", ops_action)
 
 
 async def _presented_token(request: web.Request) -> str:

@@ -2,7 +2,7 @@
 // rendered safe (surfaces/dashboard/convert.py); everything else is set as text, never as markup.
 "use strict";
 
-const state = { csrf: "", socket: null, tabs: new Map(), current: "", commands: [], retry: 500 };
+const state = { csrf: "", admin: false, opsTimer: 0, socket: null, tabs: new Map(), current: "", commands: [], retry: 500 };
 const $ = (id) => document.getElementById(id);
 const clone = (id) => $(id).content.firstElementChild.cloneNode(true);
 
@@ -11,6 +11,7 @@ async function probe() {
   if (answer.ok) {
     const body = await answer.json();
     state.csrf = body.csrf;
+    state.admin = Boolean(body.admin);
     showChat();
   } else {
     $("sign-in").hidden = false;
@@ -34,12 +35,13 @@ async function signIn(event) {
   }
   $("token").value = "";
   state.csrf = body.csrf;
-  showChat();
+  await probe(); // the session probe says whether this person is an admin
 }
 
 function showChat() {
   $("sign-in").hidden = true;
   $("chat").hidden = false;
+  $("ops-toggle").hidden = !state.admin;
   connect();
   $("composer").focus();
 }
@@ -147,7 +149,81 @@ function sendMessage(event) {
   $("composer").value = "";
 }
 
+// ---- the operations view (admins only: the server refuses anyone else) ----------------------
+function toggleOps() {
+  const ops = $("ops");
+  ops.hidden = !ops.hidden;
+  clearInterval(state.opsTimer);
+  if (!ops.hidden) { refreshOps(); state.opsTimer = setInterval(refreshOps, 1000); }
+}
+
+async function refreshOps() {
+  const answer = await fetch("/api/ops", { credentials: "same-origin", headers: { "X-CSRF-Token": state.csrf } });
+  const body = await answer.json();
+  if (!answer.ok) { $("ops-said").textContent = body.error || "The operations view is not available."; return; }
+  fillRows("ops-agents", body.agents, "ops-agent", (a) => [
+    a.project, a.agent, `pid ${a.pid}`, `up ${Math.round(a.uptime)} s`,
+    a.rss === null ? "memory unknown" : `${(a.rss / 1048576).toFixed(1)} MiB`, `${a.sessions} sessions`,
+  ], (a) => ["ops-stop-agent", "Stop agent", "stop-agent", String(a.pid)]);
+  fillRows("ops-conversations", body.conversations, "ops-conversation", (c) => [
+    c.conversation, c.state === "answering" ? `answering for ${Math.round(c.for)} s` : c.state, `queued ${c.queued}`,
+  ], (c) => c.turn ? ["ops-stop-turn", "Stop turn", "stop-turn", c.conversation] : null,
+  (c) => c.turn ? "ops-turn" : "ops-conversation");
+  fillRows("ops-approvals", body.approvals, "ops-approval", (p) => [p.conversation, p.requester, p.tool]);
+  $("ops-surfaces").textContent = `${body.surfaces.map((s) => `${s.name}: ${s.connected ? "connected" : "not connected"}`).join(", ")}; ledger backlog ${body.ledger_backlog}`;
+  fillRows("ops-faults", body.faults, "ops-fault", (f) => [
+    new Date(f.at * 1000).toISOString(), f.error, f.conversation, f.told,
+    Object.entries(f.crumbs).map(([k, v]) => `${k}=${v}`).join(" "), f.stderr_tail,
+  ]);
+  const named = new Set(["at", "kind", "surface", "actor", "action"]);
+  fillRows("ops-audit", body.audit, "ops-audit", (r) => [
+    new Date(r.at * 1000).toISOString(), r.kind, r.surface, r.actor, r.action,
+    Object.entries(r).filter(([k]) => !named.has(k)).map(([k, v]) => `${k}=${v}`).join(" "),
+  ]);
+}
+
+// Rows as text only: everything here is the server's data, never markup.
+function fillRows(id, items, testid, cells, action = () => null, testidOf = () => testid) {
+  const rows = items.map((item) => {
+    const row = document.createElement("tr");
+    row.dataset.testid = testidOf(item);
+    for (const text of cells(item)) {
+      const cell = document.createElement("td");
+      cell.textContent = String(text);
+      row.appendChild(cell);
+    }
+    const wanted = action(item);
+    if (wanted) {
+      const [hookName, label, name, target] = wanted;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "danger";
+      button.dataset.testid = hookName;
+      button.textContent = label;
+      button.addEventListener("click", () => opsAction(name, target));
+      const cell = document.createElement("td");
+      cell.appendChild(button);
+      row.appendChild(cell);
+    }
+    return row;
+  });
+  $(id).replaceChildren(...rows);
+}
+
+async function opsAction(action, target) {
+  const answer = await fetch("/api/ops/action", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf },
+    body: JSON.stringify({ action, target }),
+  });
+  const body = await answer.json();
+  $("ops-said").textContent = body.said || body.error || "";
+  refreshOps();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  $("ops-toggle").addEventListener("click", toggleOps);
   $("sign-in-form").addEventListener("submit", signIn);
   $("composer-form").addEventListener("submit", sendMessage);
   $("composer").addEventListener("keydown", (event) => {
