@@ -133,6 +133,8 @@ class AcpRuntime:
     def __init__(self, spec: RuntimeSpec, process: anyio.abc.Process) -> None:
         self.spec = spec
         self.process = process
+        # monotonic, taken at spawn (open_runtime builds us right after the process starts)
+        self.started_at = time.monotonic()
         self.stderr = StderrTail()
         assert process.stdin is not None and process.stdout is not None
         self.handle = SessionHandle(

@@ -49,7 +49,6 @@ def rss_bytes(pid: int) -> int | None:
 class OpsView:
     def __init__(self, app: BotApp) -> None:
         self._app = app
-        self._started: dict[int, float] = {}  # agent pid -> when this view first saw it
 
     # ---- what the view shows --------------------------------------------------------------
     async def snapshot(self) -> dict[str, Any]:
@@ -78,20 +77,15 @@ class OpsView:
 
     def _agents(self, now: float) -> list[dict[str, Any]]:
         names = self._names()
-        runtimes = self._app.agent_runtimes()
-        live = {runtime.pid for runtime in runtimes}
-        for pid in [pid for pid in self._started if pid not in live]:
-            del self._started[pid]
         rows = []
-        for runtime in runtimes:
-            started = self._started.setdefault(runtime.pid, now)
+        for runtime in self._app.agent_runtimes():
             project, agent = names.get(pool_key(runtime.spec), ("", runtime.backend.name))
             rows.append(
                 {
                     "pid": runtime.pid,
                     "project": project,
                     "agent": agent,
-                    "uptime": round(now - started, 1),
+                    "uptime": round(now - runtime.started_at, 1),
                     "rss": rss_bytes(runtime.pid),
                     "sessions": sum(
                         1 for runner in self._app.runners.values() if _runtime_of(runner) is runtime

@@ -158,3 +158,17 @@ def test_the_faults_ring_is_bounded_newest_first_and_redacted() -> None:
         assert secret not in str(newest) and "[redacted]" in str(newest)
     finally:
         recent_faults.clear()
+
+
+async def test_uptime_is_the_agent_process_s_own_not_when_the_view_first_saw_it(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with operating(tmp_path, fake_agent) as (app, client), page(client, "alice") as alice:
+        tab = alice.tabs()[0]
+        await alice.send(tab, "one")
+        await alice.until(lambda f: agent_html(f) and "Echo: one" in f["html"], "the answer")
+        [runtime] = app.agent_runtimes()
+        runtime.started_at -= 1000.0  # as if spawned long before anyone looked
+        csrf = await signed_in(client, "root")
+        [agent] = (await snapshot(client, csrf))["agents"]
+        assert agent["pid"] == runtime.pid and agent["uptime"] >= 1000.0
