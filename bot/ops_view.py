@@ -56,7 +56,7 @@ class OpsView:
         now = time.monotonic()
         waiting = app.approvals.waiting()
         ledger = await app.store.ledger_pending()
-        audit = (await app.store.audit_since(0.0))[-AUDIT_SHOWN:]
+        audit = await app.store.audit_latest(AUDIT_SHOWN)
         return {
             "agents": self._agents(now),
             "conversations": [
@@ -72,7 +72,7 @@ class OpsView:
                 for name, surface in app.surfaces.items()
             ],
             "faults": [fault.as_json() for fault in recent_faults.latest()],
-            "audit": [record.as_json() for record in reversed(audit)],
+            "audit": [record.as_json() for record in audit],
         }
 
     def _agents(self, now: float) -> list[dict[str, Any]]:

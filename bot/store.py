@@ -227,6 +227,10 @@ class StateStore(Protocol):
         """The records at or after `since` (epoch seconds), oldest first."""
         ...
 
+    async def audit_latest(self, limit: int) -> list[AuditRecord]:
+        """The newest `limit` records, newest first."""
+        ...
+
     async def check_writable(self) -> None:
         """Raise StoreError unless a write succeeds."""
         ...
@@ -738,6 +742,20 @@ class SqliteStateStore:
                 "SELECT at, kind, surface, actor, action, details FROM audit WHERE at >= ?"
                 " ORDER BY at, rowid",
                 (since,),
+            ).fetchall()
+            return [
+                AuditRecord(row[0], row[1], row[2], row[3], row[4], _details(row[5]))
+                for row in rows
+            ]
+
+        return await self._run(op, write=False)
+
+    async def audit_latest(self, limit: int) -> list[AuditRecord]:
+        def op(conn: sqlite3.Connection, now: float) -> list[AuditRecord]:
+            rows = conn.execute(
+                "SELECT at, kind, surface, actor, action, details FROM audit"
+                " ORDER BY at DESC, rowid DESC LIMIT ?",
+                (max(0, limit),),
             ).fetchall()
             return [
                 AuditRecord(row[0], row[1], row[2], row[3], row[4], _details(row[5]))

@@ -14,6 +14,8 @@ from aiohttp.test_utils import TestClient
 
 from bot.app import BotApp
 from bot.faults import RECENT_FAULTS, log_fault, recent_faults
+from bot.ops_view import AUDIT_SHOWN
+from bot.store import AuditRecord
 from surfaces.base import ConversationKey
 from surfaces.dashboard.adapter import DashboardSurface
 from tests.conftest import FakeAgent, script
@@ -172,3 +174,23 @@ async def test_uptime_is_the_agent_process_s_own_not_when_the_view_first_saw_it(
         csrf = await signed_in(client, "root")
         [agent] = (await snapshot(client, csrf))["agents"]
         assert agent["pid"] == runtime.pid and agent["uptime"] >= 1000.0
+
+
+async def test_the_audit_is_read_bounded_newest_first(
+    tmp_path: Path, fake_agent: FakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with operating(tmp_path, fake_agent) as (app, client):
+        for number in range(AUDIT_SHOWN + 30):
+            record = AuditRecord(1000.0 + number, "admin", "dashboard", "root", f"a{number}", {})
+            await app.store.audit_put(record, keep=1e12)
+        latest = await app.store.audit_latest(AUDIT_SHOWN)
+        assert [r.action for r in latest] == [f"a{n}" for n in reversed(range(30, 130))]
+        assert await app.store.audit_latest(0) == []
+
+        async def whole_log(since: float) -> list[AuditRecord]:
+            raise AssertionError("the snapshot read the whole audit log")
+
+        monkeypatch.setattr(app.store, "audit_since", whole_log)
+        csrf = await signed_in(client, "root")
+        audit = (await snapshot(client, csrf))["audit"]
+        assert len(audit) == AUDIT_SHOWN and audit[0]["action"] == f"a{AUDIT_SHOWN + 29}"
