@@ -194,3 +194,30 @@ async def test_the_audit_is_read_bounded_newest_first(
         csrf = await signed_in(client, "root")
         audit = (await snapshot(client, csrf))["audit"]
         assert len(audit) == AUDIT_SHOWN and audit[0]["action"] == f"a{AUDIT_SHOWN + 29}"
+
+
+async def test_a_fault_with_an_agent_carries_its_stderr_tail_redacted(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    recent_faults.clear()
+    secret = "sk-ant-" + "y" * 30
+    try:
+        async with operating(tmp_path, fake_agent) as (app, client), page(client, "alice") as alice:
+            tab = alice.tabs()[0]
+            said = f"agent trouble token={secret}\n"
+            await alice.send(tab, script({"stderr": said}, {"chunk": "done"}))
+            await alice.until(lambda f: agent_html(f) and "done" in f["html"], "the answer")
+            [runtime] = app.agent_runtimes()
+            await wait_for(lambda: "agent trouble" in runtime.stderr.text(), "the stderr line")
+            try:
+                raise RuntimeError("a bug")
+            except RuntimeError as exc:
+                app.runners[turn_key(tab)].log_fault(exc, "answering")
+            csrf = await signed_in(client, "root")
+            [fault] = (await snapshot(client, csrf))["faults"]
+            assert fault["conversation"] == f"dashboard:alice/{tab}"
+            assert f"agent_pid={runtime.pid}" in fault["crumbs"]["agent"]
+            assert "agent trouble token=" in fault["stderr_tail"]
+            assert secret not in str(fault) and "[redacted]" in fault["stderr_tail"]
+    finally:
+        recent_faults.clear()

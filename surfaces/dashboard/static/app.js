@@ -173,7 +173,7 @@ async function refreshOps() {
   $("ops-surfaces").textContent = `${body.surfaces.map((s) => `${s.name}: ${s.connected ? "connected" : "not connected"}`).join(", ")}; ledger backlog ${body.ledger_backlog}`;
   fillRows("ops-faults", body.faults, "ops-fault", (f) => [
     new Date(f.at * 1000).toISOString(), f.error, f.conversation, f.told,
-    Object.entries(f.crumbs).map(([k, v]) => `${k}=${v}`).join(" "), f.stderr_tail,
+    Object.entries(f.crumbs).map(([k, v]) => `${k}=${v}`).join(" "), stderrCell(f.stderr_tail),
   ]);
   const named = new Set(["at", "kind", "surface", "actor", "action"]);
   fillRows("ops-audit", body.audit, "ops-audit", (r) => [
@@ -182,14 +182,32 @@ async function refreshOps() {
   ]);
 }
 
-// Rows as text only: everything here is the server's data, never markup.
+// The agent's stderr tail: its first line in the row, the rest collapsed (text only).
+const STDERR_SHOWN = 160;
+function stderrCell(tail) {
+  const text = String(tail || "");
+  if (text.length <= STDERR_SHOWN && !text.includes("\n")) return text;
+  const details = document.createElement("details");
+  details.dataset.testid = "ops-stderr";
+  const summary = document.createElement("summary");
+  const first = text.split("\n", 1)[0];
+  summary.textContent = `stderr: ${first.slice(0, STDERR_SHOWN)}… (${text.split("\n").length} lines)`;
+  const pre = document.createElement("pre");
+  pre.textContent = text;
+  details.append(summary, pre);
+  return details;
+}
+
+// Rows as text only: everything here is the server's data, never markup (a cell is a string,
+// or an element this file built from text).
 function fillRows(id, items, testid, cells, action = () => null, testidOf = () => testid) {
   const rows = items.map((item) => {
     const row = document.createElement("tr");
     row.dataset.testid = testidOf(item);
     for (const text of cells(item)) {
       const cell = document.createElement("td");
-      cell.textContent = String(text);
+      if (text instanceof Node) cell.appendChild(text);
+      else cell.textContent = String(text);
       row.appendChild(cell);
     }
     const wanted = action(item);
