@@ -19,7 +19,7 @@ from bot.store import AuditRecord
 from surfaces.base import ConversationKey
 from surfaces.dashboard.adapter import DashboardSurface
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import engine_settings, running_app, wait_for
+from tests.engine_helpers import ScriptedSurface, engine_settings, running_app, wait_for
 from tests.test_dashboard import ACCESS, agent_html, origin, page, served, signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
@@ -221,3 +221,62 @@ async def test_a_fault_with_an_agent_carries_its_stderr_tail_redacted(
             assert secret not in str(fault) and "[redacted]" in fault["stderr_tail"]
     finally:
         recent_faults.clear()
+
+
+async def test_a_conversation_waiting_for_approval_and_the_approvals_pending(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with operating(tmp_path, fake_agent) as (_, client), page(client, "alice") as alice:
+        tab = alice.tabs()[0]
+        await alice.send(tab, "SCN_PERMISSION")
+        choice = await alice.until(lambda f: f.get("kind") == "choice", "the approval")
+        csrf = await signed_in(client, "root")
+        seen = await snapshot(client, csrf)
+        conversation = f"dashboard:alice/{tab}"
+        [row] = [c for c in seen["conversations"] if c["conversation"] == conversation]
+        assert row["state"] == "waiting for approval"
+        assert seen["approvals"] == [
+            {"conversation": conversation, "requester": "alice", "tool": "Run echo hi"}
+        ]
+        yes = next(b for b in choice["buttons"] if b["label"] == "Yes")
+        await alice.socket.send_json({"type": "press", "tab": tab, "token": yes["token"]})
+        await alice.until(lambda f: agent_html(f) and "permission:allow_once" in f["html"], "yes")
+        assert (await snapshot(client, csrf))["approvals"] == []
+
+
+async def test_stopping_an_agent_while_its_turn_runs_ends_the_turn_and_the_next_resumes(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    async with operating(tmp_path, fake_agent) as (app, client), page(client, "alice") as alice:
+        tab = alice.tabs()[0]
+        await alice.send(tab, script({"chunk": "working on it"}, {"hang": True}))
+        await alice.until(lambda f: agent_html(f) and "working on it" in f["html"], "the stream")
+        csrf = await signed_in(client, "root")
+        [agent] = (await snapshot(client, csrf))["agents"]
+        assert await act(client, csrf, "stop-agent", str(agent["pid"])) == (
+            f"The agent (pid {agent['pid']}) was stopped."
+        )
+        await alice.until(
+            lambda f: agent_html(f) and "The turn was stopped." in f["html"], "stopped"
+        )
+        await wait_for(lambda: not app.runners[turn_key(tab)].running, "the turn over")
+        await alice.send(tab, "two")
+        await alice.until(lambda f: agent_html(f) and "Echo: two" in f["html"], "answered again")
+        assert len(fake_agent.frames_in("session/load")) == 1  # resumed, not a new session
+
+
+async def test_a_surface_that_is_not_connected_is_shown_so(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    settings = engine_settings(tmp_path, fake_agent, dashboard=ACCESS)
+    surface = DashboardSurface(settings.dashboard, min_edit_interval=0.01)
+    offline = ScriptedSurface("telegram")
+    offline.connected = False  # type: ignore[attr-defined]  # duck-typed, as the view reads it
+    async with (
+        running_app(settings, surface, offline) as _,  # type: ignore[arg-type]  # any Surface serves
+        served(surface) as client,
+    ):
+        csrf = await signed_in(client, "root")
+        surfaces = (await snapshot(client, csrf))["surfaces"]
+        assert {"name": "telegram", "connected": False} in surfaces
+        assert {"name": "dashboard", "connected": True} in surfaces
