@@ -175,13 +175,21 @@ def neutral_text(files: Sequence[Received]) -> str:
 
 
 def save_in_inbox(workspace: Path, name: str, data: bytes, *, now: float | None = None) -> Path:
-    """Write `data` into today's inbox folder under `name` (a suffix when taken): atomically,
-    and never over an existing file. The folder must resolve inside the workspace."""
+    """Write `data` into today's inbox folder (see `save_dated`)."""
+    return save_dated(workspace, INBOX, name, data, now=now)
+
+
+def save_dated(
+    workspace: Path, under: Path, name: str, data: bytes, *, now: float | None = None
+) -> Path:
+    """Write `data` into today's folder of `under` (relative to the workspace) as `name` (a
+    suffix when taken): atomically, and never over an existing file. The folder must resolve
+    inside the workspace. Returns the file's path."""
     root = workspace.resolve()
-    folder = root / INBOX / time.strftime("%Y-%m-%d", time.localtime(now))
+    folder = root / under / time.strftime("%Y-%m-%d", time.localtime(now))
     folder.mkdir(parents=True, exist_ok=True)
     if not folder.resolve().is_relative_to(root):
-        raise OSError(f"the inbox folder {folder} leads outside the workspace")
+        raise OSError(f"the folder {folder} leads outside the workspace")
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".incoming-")
     try:
         with os.fdopen(descriptor, "wb") as stream:

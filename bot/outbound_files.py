@@ -12,7 +12,6 @@ has already answered."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 import mimetypes
 import os
@@ -24,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 import anyio
 
 from acp import AgentFile
+from bot.attachments import save_dated
 from bot.file_types import safe_name
 from surfaces.base import ConversationKey, OutgoingFile, Surface
 from surfaces.errors import SurfaceError
@@ -141,22 +141,8 @@ def _read_inside(workspace: Path, path: str, limit: int) -> bytes | str:
 
 def _save(workspace: Path, name: str, data: bytes) -> str:
     """Save bytes under the outbox; the path relative to the workspace, never overwriting."""
-    day = datetime.date.today().isoformat()
-    folder = workspace / OUTBOX / day
-    folder.mkdir(parents=True, exist_ok=True)
-    stem, dot, ext = name.rpartition(".")
-    if not dot:
-        stem, ext = name, ""
-    for n in range(1000):
-        candidate = name if n == 0 else f"{stem}-{n}{dot}{ext}"
-        try:
-            fd = os.open(folder / candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        return str((OUTBOX / day / candidate).as_posix())
-    raise FileExistsError(folder / name)
+    saved = save_dated(workspace, OUTBOX, name, data)
+    return saved.relative_to(workspace.resolve()).as_posix()
 
 
 def reply_as_file(text: str, summary_chars: int = 300) -> tuple[str, OutgoingFile]:

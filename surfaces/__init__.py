@@ -20,6 +20,7 @@ The kit, shared by every adapter:
 - `bounded.py` `BoundedMap`: what an adapter remembers, capped.
 - `text.py` `ellipsize`, `escape_angle_brackets`: shortening and escaping.
 - `recovered_faults.py` `RecoveredFaults`: an SDK's noisy retry logs as one WARNING line.
+- `downloads.py` `read_within`: a file download cut off as soon as it passes the limit asked.
 
 Every adapter has the same shape. Its constructor is `XSurface(settings: XSettings, *, ...)`: the
 settings section first, then keyword-only knobs (intervals, timeouts) whose defaults are the

@@ -18,6 +18,7 @@ import yarl
 from surfaces.base import IncomingFile, OutgoingFile
 from surfaces.discord.errors import NETWORK_ERRORS
 from surfaces.discord.sdk import discord
+from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
 
 __all__ = [
@@ -90,8 +91,6 @@ async def download(url: str, limit: int, *, name: str, trusted: Collection[str])
     shown = name or "the file"
     if yarl.URL(url).host not in trusted:
         raise FileRefused(f"Discord did not give a download address for {shown}.")
-    received: list[bytes] = []
-    total = 0
     try:
         async with (
             aiohttp.ClientSession(timeout=DOWNLOAD_TIMEOUT) as session,
@@ -99,14 +98,10 @@ async def download(url: str, limit: int, *, name: str, trusted: Collection[str])
         ):
             if response.status != 200:
                 raise FileRefused(f"Discord would not hand over {shown} ({response.status}).")
-            async for chunk in response.content.iter_chunked(_CHUNK):
-                total += len(chunk)
-                if total > limit:
-                    raise FileRefused(too_large(name, limit), limit=limit)
-                received.append(chunk)
+            chunks = response.content.iter_chunked(_CHUNK)
+            return await read_within(chunks, limit, too_large(name, limit))
     except NETWORK_ERRORS as exc:
         raise FileRefused(f"Could not download {shown} from Discord.") from exc
-    return b"".join(received)
 
 
 def upload(file: OutgoingFile) -> discord.File:

@@ -20,6 +20,7 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
 from surfaces.pacing import Pacing
 from surfaces.slack.errors import WEB_API
@@ -105,12 +106,8 @@ class WebApi:
                     )
                 if (response.content_length or 0) > limit:
                     raise FileRefused(_too_large(limit), limit=limit)
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(_CHUNK):
-                    data += chunk
-                    if len(data) > limit:
-                        raise FileRefused(_too_large(limit), limit=limit)
-                return bytes(data)
+                chunks = response.content.iter_chunked(_CHUNK)
+                return await read_within(chunks, limit, _too_large(limit))
 
     async def close(self) -> None:
         session, self._session, self._client = self._session, None, None

@@ -19,6 +19,7 @@ import httpx
 from telegram import Bot, Message
 
 from surfaces.base import ConversationKey, IncomingFile, MessageRef, OutgoingFile, count_utf16
+from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
 from surfaces.telegram.convert import MAX_DOWNLOAD_BYTES, FileRef, chat_and_thread
 from surfaces.telegram.errors import BOT_API, TOO_BIG_TO_DOWNLOAD, PhotoRefused
@@ -122,7 +123,6 @@ class FileTransfers:
         return await self._stream(self._client, url, limit)
 
     async def _stream(self, client: httpx.AsyncClient, url: str, limit: int) -> bytes:
-        data = bytearray()
         try:
             async with client.stream("GET", url) as response:
                 if response.status_code != 200:
@@ -130,17 +130,12 @@ class FileTransfers:
                     raise FileRefused(
                         f"Telegram did not hand over the file (HTTP {response.status_code})."
                     )
-                async for chunk in response.aiter_bytes(_CHUNK):
-                    data += chunk
-                    if len(data) > limit:
-                        raise FileRefused(
-                            f"The file is larger than {_megabytes(limit)}.", limit=limit
-                        )
+                refusal = f"The file is larger than {_megabytes(limit)}."
+                return await read_within(response.aiter_bytes(_CHUNK), limit, refusal)
         except httpx.HTTPError as exc:
             # The exception's text may carry the URL, and with it the token: only its type.
             log.info("telegram: a file download failed (%s)", type(exc).__name__)
             raise FileRefused("The file could not be downloaded from Telegram.") from None
-        return bytes(data)
 
     # ---- out ---------------------------------------------------------------------------------
     async def upload(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
