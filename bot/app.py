@@ -483,8 +483,10 @@ class BotApp:
         return self._pool.runtimes() if self._pool is not None else []
 
     async def stop_agent(self, runtime: AcpRuntime) -> None:
-        """An admin stops an agent: its turns are stopped (as /stop), its process shut down, and
-        its conversations drop their sessions (the next message resumes with session/load)."""
+        """An admin stops an agent: its turns are stopped (as /stop) and given the cancel grace to
+        end, so each ends with its "stopped" sentence rather than with the process gone under
+        it; then its process is shut down, and its conversations drop their sessions (the next
+        message resumes with session/load)."""
         if self._pool is None:
             return
         on_it = [
@@ -493,9 +495,12 @@ class BotApp:
             if runner.sessions.current is not None
             and runner.sessions.current.client.runtime is runtime
         ]
-        for runner in on_it:
-            if runner.running:
-                await runner.stop()
+        running = [runner for runner in on_it if runner.running]
+        for runner in running:
+            await runner.stop()
+        with anyio.move_on_after(self.settings.cancel_grace):
+            for runner in running:
+                await runner.wait_idle()
         await self._pool.discard(runtime.spec)
         for runner in on_it:
             runner.sessions.drop()

@@ -19,8 +19,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from acp import AcpRuntime, pool_key
 from bot.commands import STOP, ParsedCommand, run_command
 from bot.faults import recent_faults
@@ -151,19 +149,8 @@ class OpsView:
             return "That agent is not running any more."
         await self._app.audit.admin("dashboard", actor, STOP_AGENT, pid=str(runtime.pid))
         log.info("an admin (%s) stops the agent pid=%d", actor, runtime.pid)
-        await self._end_turns_on(runtime)
         await self._app.stop_agent(runtime)
         return f"The agent (pid {runtime.pid}) was stopped."
-
-    async def _end_turns_on(self, runtime: AcpRuntime) -> None:
-        """Cancel the turns running on `runtime` and give them the cancel grace to end, so each
-        ends with its "stopped" sentence rather than with the process gone under it."""
-        running = [r for r in self._app.runners.values() if r.running and _runtime_of(r) is runtime]
-        for runner in running:
-            await runner.stop()
-        with anyio.move_on_after(self._app.settings.cancel_grace):
-            for runner in running:
-                await runner.wait_idle()
 
 
 def _runtime_of(runner: ChatRunner) -> AcpRuntime | None:
