@@ -267,7 +267,6 @@ class RedisStateStore:
                     self.location,
                     "the Redis server cannot be reached; check SWITCHBOARD_STATE",
                 )
-                error.__cause__ = exc
                 raise error from exc
             except redis.exceptions.RedisError as exc:
                 raise StoreError(self.location, _reason(exc)) from exc

@@ -268,6 +268,20 @@ async def test_the_ledger_lists_pending_entries_oldest_first_and_counts_attempts
     assert [e.entry_id for e in await store.ledger_pending()] == ["late"]
 
 
+@pytest.mark.anyio
+async def test_an_entry_written_again_keeps_its_place_among_entries_of_the_same_time(
+    store: StateStore,
+) -> None:
+    await store.ledger_put(DeliveryEntry("a", KEY, "first", created=10.0))
+    await store.ledger_put(DeliveryEntry("b", KEY, "second", created=10.0))
+    await store.ledger_put(DeliveryEntry("a", KEY, "first, again", created=10.0, attempts=1))
+    pending = await store.ledger_pending()
+    assert [(e.entry_id, e.text, e.attempts) for e in pending] == [
+        ("a", "first, again", 1),
+        ("b", "second", 0),
+    ]
+
+
 # -- turn journal ----------------------------------------------------------------------------
 
 WEEK = 7 * 24 * 3600.0
