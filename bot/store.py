@@ -2,7 +2,7 @@
 agent), place bindings (the project a topic, thread or chat starts conversations in), inbound
 de-duplication keys, pending approval tokens, the delivery ledger, the journal of turns in
 flight and the audit log (`audit_put` prunes what is older than it keeps; a Redis version keeps
-it as a sorted set scored by time, trimmed with `ZREMRANGEBYSCORE` in the same `MULTI`).
+it as a sorted set scored by time, trimmed with `ZREMRANGEBYSCORE` in the same script).
 
 `StateStore` is the seam. Its contract is written so a shared Redis store can replace the embedded
 SQLite one without touching callers:
@@ -13,7 +13,8 @@ SQLite one without touching callers:
 - nothing backend-specific (SQL, connections, cursors) appears in the protocol, only the
   dataclasses below.
 
-A Redis version maps each call to one round trip: `claim_event` is `SET key 1 NX EX ttl`;
+The Redis version (bot/redis_store.py) maps each call to one round trip: `claim_event` is a
+script that checks the stored expiry and `SET`s with `PX`;
 `put_approvals` writes each token (and a set per group) in one `MULTI` with `EXPIRE`;
 `take_approval` is a Lua script (or `WATCH`/`MULTI`) that reads the token and deletes every token of
 its group, so two replicas pressing the same button cannot both win; the ledger is a hash plus a
@@ -791,12 +792,13 @@ def _details(text: str) -> dict[str, str]:
 
 def open_store(location: str) -> StateStore:
     """The store named by the `state` setting: a path, `sqlite:///path` (`sqlite:////abs/path`
-    for an absolute path, as in SQLAlchemy) or `:memory:`. Nothing is opened until first use."""
+    for an absolute path, as in SQLAlchemy), `:memory:`, or `redis://host:port/db` (`rediss://`
+    for TLS; a password as `redis://:password@host`), the shared store of bot/redis_store.py.
+    Nothing is opened until first use."""
     if location.startswith(("redis://", "rediss://")):
-        raise ConfigError(
-            "SWITCHBOARD_STATE",
-            "redis is not supported yet; give a SQLite file path (the embedded default)",
-        )
+        from bot.redis_store import RedisStateStore  # it builds on this module's records
+
+        return RedisStateStore(location)
     if location.startswith("sqlite:///"):
         location = location.removeprefix("sqlite:///")
     elif "://" in location:

@@ -210,3 +210,7 @@ def run_cli(cli_env: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+# -- the state store's backends (issue 16): SQLite and a real Redis server ---------------------
+from tests.store_backends import backend, redis_server  # noqa: E402, F401

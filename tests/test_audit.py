@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from bot.audit import BadSince, parse_since
-from bot.store import AuditRecord, SqliteStateStore, open_store
+from bot.store import AuditRecord, open_store
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import (
     CHAT,
@@ -26,6 +26,7 @@ from tests.engine_helpers import (
     running_app,
     wait_for,
 )
+from tests.store_backends import Backend
 from tests.test_stop_button import stop_button
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -158,9 +159,9 @@ async def test_a_stop_pressed_by_someone_else_is_audited(
 
 
 @pytest.mark.anyio
-async def test_records_older_than_the_kept_days_are_pruned(tmp_path: Path) -> None:
+async def test_records_older_than_the_kept_days_are_pruned(backend: Backend) -> None:
     now = [1_000 * DAY]
-    store = SqliteStateStore(tmp_path / "state.db", clock=lambda: now[0])
+    store = backend.open(clock=lambda: now[0])  # SQLite and a real Redis server
     try:
         old = AuditRecord(now[0] - 91 * DAY, "admin", "telegram", "dave", "project bind", {})
         kept = AuditRecord(now[0] - 89 * DAY, "admin", "telegram", "dave", "project bind", {})
@@ -170,6 +171,9 @@ async def test_records_older_than_the_kept_days_are_pruned(tmp_path: Path) -> No
         await store.audit_put(fresh, 90 * DAY)
         assert await store.audit_since(0) == [kept, fresh]
         assert await store.audit_since(now[0] - DAY) == [fresh]
+        assert await store.audit_latest(1) == [fresh]
+        assert await store.audit_latest(5) == [fresh, kept]
+        assert await store.audit_latest(0) == []
     finally:
         await store.aclose()
 

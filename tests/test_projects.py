@@ -17,6 +17,7 @@ from bot.projects import DEFAULT_PROJECT, build_projects, place_keys
 from bot.store import SqliteStateStore
 from config import ConfigError, load_settings
 from surfaces.base import ConversationKey
+from tests.store_backends import Backend
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -277,15 +278,15 @@ async def test_a_database_made_by_the_old_schema_gains_the_project_columns(tmp_p
 
 
 @pytest.mark.anyio
-async def test_place_bindings_persist(tmp_path: Path) -> None:
+async def test_place_bindings_persist(backend: Backend) -> None:
     topic = ConversationKey("telegram", "-100", "7")
-    store = SqliteStateStore(tmp_path / "state.db")
+    store = backend.open()  # SQLite and a real Redis server
     try:
         assert await store.get_place(topic) is None
         await store.put_place(topic, "web")
     finally:
         await store.aclose()
-    store = SqliteStateStore(tmp_path / "state.db")
+    store = backend.open()
     try:
         assert await store.get_place(topic) == "web"
         assert await store.get_place(ConversationKey("telegram", "-100")) is None

@@ -5,12 +5,12 @@ bounded; titles land wherever the session was recorded."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from bot.store import MAX_SESSION_HISTORY, SessionRecord, SqliteStateStore
+from bot.store import MAX_SESSION_HISTORY, SessionRecord, StateStore
 from surfaces.base import ConversationKey
+from tests.store_backends import Backend
 
 pytestmark = pytest.mark.anyio
 
@@ -23,14 +23,15 @@ def used(session_id: str, at: float, *, title: str = "", project: str = "default
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStateStore]:
-    s = SqliteStateStore(tmp_path / "state.db")
+async def store(backend: Backend) -> AsyncIterator[StateStore]:
+    """Every backend: the SQLite file and a real Redis server (tests/store_backends.py)."""
+    s = backend.open()
     yield s
     await s.aclose()
 
 
 async def test_a_session_used_again_keeps_its_first_use_and_its_title(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     await store.history_record(ALICE, used("s1", 10.0, title="Fix login"))
     await store.history_record(ALICE, used("s2", 20.0))
@@ -46,7 +47,7 @@ async def test_a_session_used_again_keeps_its_first_use_and_its_title(
 
 
 async def test_titles_arrive_for_every_conversation_that_recorded_the_session(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     await store.history_record(ALICE, used("s1", 10.0))
     await store.history_record(BOB, used("s1", 11.0))
@@ -58,7 +59,7 @@ async def test_titles_arrive_for_every_conversation_that_recorded_the_session(
 
 
 async def test_the_list_is_per_project_and_bounded_per_conversation(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     for n in range(MAX_SESSION_HISTORY + 5):
         await store.history_record(ALICE, used(f"s{n}", float(n + 1)))

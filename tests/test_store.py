@@ -1,10 +1,13 @@
-"""The embedded state store: bindings, de-duplication, one-time approvals, the delivery ledger, and
-what survives a restart or a crash."""
+"""The state store: bindings, de-duplication, one-time approvals, the delivery ledger, and what
+survives a restart or a crash. The protocol's tests run against every backend (`backend`, from
+tests/store_backends.py: the SQLite file and a real Redis server); what looks under a backend
+(SQLite's tables, Redis' keys) runs against that one only."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,16 +19,19 @@ import anyio
 import pytest
 
 from bot.conversation import Binding, ConversationKey
+from bot.redis_store import PREFIX, RedisStateStore, redacted_url
 from bot.store import (
     PURGE_INTERVAL,
     ApprovalRecord,
     DeliveryEntry,
     JournalEntry,
     SqliteStateStore,
+    StateStore,
     StoreError,
     open_store,
 )
 from config import ConfigError
+from tests.store_backends import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ConversationKey("telegram", "42", "7")
@@ -50,7 +56,15 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStateStore]:
+async def store(backend: Backend, clock: FakeClock) -> AsyncIterator[StateStore]:
+    s = backend.open(clock)
+    yield s
+    await s.aclose()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStateStore]:
+    """For the tests that look into SQLite's tables."""
     s = SqliteStateStore(tmp_path / "state.db", clock=clock)
     yield s
     await s.aclose()
@@ -65,7 +79,7 @@ def approvals(group: str, *tokens: str) -> list[ApprovalRecord]:
 
 @pytest.mark.anyio
 async def test_a_binding_round_trips_and_is_keyed_by_the_whole_conversation_key(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     assert await store.get_binding(KEY) is None
     await store.put_binding(KEY, BINDING)
@@ -78,15 +92,19 @@ async def test_a_binding_round_trips_and_is_keyed_by_the_whole_conversation_key(
 
 
 @pytest.mark.anyio
-async def test_bindings_and_pending_deliveries_survive_reopening_the_file(tmp_path: Path) -> None:
+async def test_bindings_and_pending_deliveries_survive_reopening_the_store(
+    backend: Backend, tmp_path: Path
+) -> None:
     path = tmp_path / "nested" / "dirs" / "state.db"
-    first = SqliteStateStore(path)
+    if backend.path is not None:
+        backend = Backend(backend.name, str(path), path)
+    first = backend.open()
     await first.put_binding(KEY, BINDING)
     await first.ledger_put(DeliveryEntry("e1", KEY, "final answer", 5.0))
     await first.aclose()
-    assert path.is_file()
+    assert backend.path is None or path.is_file()
 
-    second = SqliteStateStore(path)
+    second = backend.open()
     try:
         assert await second.get_binding(KEY) == BINDING
         assert await second.ledger_pending() == [DeliveryEntry("e1", KEY, "final answer", 5.0)]
@@ -95,16 +113,15 @@ async def test_bindings_and_pending_deliveries_survive_reopening_the_file(tmp_pa
 
 
 @pytest.mark.anyio
-async def test_a_commit_survives_the_writer_being_killed(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
+async def test_a_commit_survives_the_writer_being_killed(backend: Backend) -> None:
     writer = textwrap.dedent(
         f"""
         import sys, time, anyio
         from bot.conversation import Binding, ConversationKey
-        from bot.store import SqliteStateStore
+        from bot.store import open_store
 
         async def main():
-            store = SqliteStateStore({str(path)!r})
+            store = open_store({backend.location!r})
             await store.put_binding(ConversationKey("telegram", "42", "7"), Binding("sess-1", "kiro", "/work/ws", "m1", 3))
             print("written", flush=True)
             time.sleep(60)  # killed here, connection never closed
@@ -123,7 +140,7 @@ async def test_a_commit_survives_the_writer_being_killed(tmp_path: Path) -> None
         proc.send_signal(signal.SIGKILL)
         assert await proc.wait() == -signal.SIGKILL
 
-    survivor = SqliteStateStore(path)
+    survivor = backend.open()
     try:
         assert await survivor.get_binding(KEY) == BINDING
     finally:
@@ -135,7 +152,7 @@ async def test_a_commit_survives_the_writer_being_killed(tmp_path: Path) -> None
 
 @pytest.mark.anyio
 async def test_an_event_is_claimed_once_and_a_redelivery_is_refused_until_the_ttl_expires(
-    store: SqliteStateStore, clock: FakeClock
+    store: StateStore, clock: FakeClock
 ) -> None:
     assert await store.claim_event("tg:update:1", ttl=10) is True
     assert await store.claim_event("tg:update:1", ttl=10) is False
@@ -149,7 +166,7 @@ async def test_an_event_is_claimed_once_and_a_redelivery_is_refused_until_the_tt
 
 @pytest.mark.anyio
 async def test_fifty_concurrent_claims_of_one_key_yield_exactly_one_winner(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     results: list[bool] = []
 
@@ -165,8 +182,9 @@ async def test_fifty_concurrent_claims_of_one_key_yield_exactly_one_winner(
 
 @pytest.mark.anyio
 async def test_expired_keys_and_approvals_are_purged_lazily(
-    store: SqliteStateStore, clock: FakeClock, tmp_path: Path
+    sqlite_store: SqliteStateStore, clock: FakeClock, tmp_path: Path
 ) -> None:
+    store = sqlite_store
     await store.claim_event("old", ttl=1)
     await store.put_approvals(approvals("g1", "t1"), ttl=1)
     clock.advance(PURGE_INTERVAL + 1)
@@ -184,7 +202,7 @@ async def test_expired_keys_and_approvals_are_purged_lazily(
 
 
 @pytest.mark.anyio
-async def test_taking_a_token_consumes_its_whole_group_once(store: SqliteStateStore) -> None:
+async def test_taking_a_token_consumes_its_whole_group_once(store: StateStore) -> None:
     await store.put_approvals(approvals("req-1", "allow", "always", "reject"), ttl=300)
     await store.put_approvals(approvals("req-2", "other"), ttl=300)
 
@@ -199,7 +217,7 @@ async def test_taking_a_token_consumes_its_whole_group_once(store: SqliteStateSt
 
 @pytest.mark.anyio
 async def test_concurrent_takes_in_one_group_have_exactly_one_winner(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     tokens = [f"t{i}" for i in range(20)]
     await store.put_approvals(approvals("req", *tokens), ttl=300)
@@ -217,7 +235,7 @@ async def test_concurrent_takes_in_one_group_have_exactly_one_winner(
 
 @pytest.mark.anyio
 async def test_an_expired_or_dropped_approval_cannot_be_taken(
-    store: SqliteStateStore, clock: FakeClock
+    store: StateStore, clock: FakeClock
 ) -> None:
     await store.put_approvals(approvals("req-1", "a", "b"), ttl=30)
     await store.put_approvals(approvals("req-2", "c"), ttl=300)
@@ -232,7 +250,7 @@ async def test_an_expired_or_dropped_approval_cannot_be_taken(
 
 @pytest.mark.anyio
 async def test_the_ledger_lists_pending_entries_oldest_first_and_counts_attempts(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     await store.ledger_put(DeliveryEntry("late", KEY, "second", created=20.0))
     await store.ledger_put(DeliveryEntry("early", OTHER, "first", created=10.0))
@@ -250,6 +268,20 @@ async def test_the_ledger_lists_pending_entries_oldest_first_and_counts_attempts
     assert [e.entry_id for e in await store.ledger_pending()] == ["late"]
 
 
+@pytest.mark.anyio
+async def test_an_entry_written_again_keeps_its_place_among_entries_of_the_same_time(
+    store: StateStore,
+) -> None:
+    await store.ledger_put(DeliveryEntry("a", KEY, "first", created=10.0))
+    await store.ledger_put(DeliveryEntry("b", KEY, "second", created=10.0))
+    await store.ledger_put(DeliveryEntry("a", KEY, "first, again", created=10.0, attempts=1))
+    pending = await store.ledger_pending()
+    assert [(e.entry_id, e.text, e.attempts) for e in pending] == [
+        ("a", "first, again", 1),
+        ("b", "second", 0),
+    ]
+
+
 # -- turn journal ----------------------------------------------------------------------------
 
 WEEK = 7 * 24 * 3600.0
@@ -261,7 +293,7 @@ def turn(turn_id: str, key: ConversationKey = KEY, started: float = 100.0) -> Jo
 
 @pytest.mark.anyio
 async def test_the_journal_lists_open_turns_oldest_first_until_each_is_closed(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     assert await store.journal_open_turns() == []
     await store.journal_open(turn("late", started=200.0), WEEK)
@@ -279,7 +311,7 @@ async def test_the_journal_lists_open_turns_oldest_first_until_each_is_closed(
 
 @pytest.mark.anyio
 async def test_a_final_text_entering_the_ledger_closes_its_turn_in_the_same_write(
-    store: SqliteStateStore,
+    store: StateStore,
 ) -> None:
     await store.journal_open(turn("t1"), WEEK)
     await store.journal_open(turn("t2", OTHER), WEEK)
@@ -293,12 +325,16 @@ async def test_a_final_text_entering_the_ledger_closes_its_turn_in_the_same_writ
 
 @pytest.mark.anyio
 async def test_a_failed_ledger_write_leaves_its_turn_open(
-    store: SqliteStateStore, tmp_path: Path
+    store: StateStore, backend: Backend
 ) -> None:
     await store.journal_open(turn("t1"), WEEK)
-    with sqlite3.connect(tmp_path / "state.db") as raw:  # another writer breaks the ledger
-        raw.execute("DROP TABLE ledger")
-    raw.close()
+    if backend.path is not None:
+        with sqlite3.connect(backend.path) as raw:  # another writer breaks the ledger
+            raw.execute("DROP TABLE ledger")
+        raw.close()
+    else:
+        with backend.raw() as client:  # a ledger of the wrong type: HSET fails
+            client.set(f"{PREFIX}ledger", "not a hash")
     with pytest.raises(StoreError):
         await store.ledger_put(DeliveryEntry("final", KEY, "the answer", 6.0), closes_turn="t1")
     assert [t.turn_id for t in await store.journal_open_turns()] == ["t1"]
@@ -306,7 +342,7 @@ async def test_a_failed_ledger_write_leaves_its_turn_open(
 
 @pytest.mark.anyio
 async def test_an_open_turn_expires_after_its_ttl_and_is_purged(
-    store: SqliteStateStore, clock: FakeClock, tmp_path: Path
+    store: StateStore, clock: FakeClock, backend: Backend
 ) -> None:
     await store.journal_open(turn("old"), ttl=WEEK)
     clock.advance(WEEK - 1)
@@ -316,10 +352,14 @@ async def test_an_open_turn_expires_after_its_ttl_and_is_purged(
 
     clock.advance(PURGE_INTERVAL)
     await store.journal_open(turn("new"), ttl=WEEK)
-    with sqlite3.connect(tmp_path / "state.db") as raw:
-        rows = raw.execute("SELECT turn_id FROM journal").fetchall()
-    raw.close()
-    assert rows == [("new",)]
+    if backend.path is not None:
+        with sqlite3.connect(backend.path) as raw:
+            rows = [row[0] for row in raw.execute("SELECT turn_id FROM journal")]
+        raw.close()
+    else:
+        with backend.raw() as client:
+            rows = list(client.hkeys(f"{PREFIX}journal"))
+    assert rows == ["new"]
 
 
 # The tables of the previous version (stop 7), which had no journal.
@@ -376,7 +416,7 @@ async def test_a_state_file_of_the_previous_version_opens_keeps_its_data_and_gai
 
 
 @pytest.mark.anyio
-async def test_check_writable_passes_for_a_usable_file(store: SqliteStateStore) -> None:
+async def test_check_writable_passes_for_a_usable_file(store: StateStore) -> None:
     await store.check_writable()
 
 
@@ -400,7 +440,7 @@ async def test_check_writable_raises_store_error_when_the_parent_is_a_file(
 
 
 @pytest.mark.anyio
-async def test_a_closed_store_refuses_further_calls(store: SqliteStateStore) -> None:
+async def test_a_closed_store_refuses_further_calls(store: StateStore) -> None:
     await store.aclose()
     with pytest.raises(StoreError, match="closed"):
         await store.get_binding(KEY)
@@ -423,12 +463,66 @@ async def test_open_store_accepts_a_path_a_sqlite_url_and_memory(tmp_path: Path)
         assert file is None or file.is_file()
 
 
-@pytest.mark.parametrize("location", ["redis://localhost:6379/0", "rediss://cache:6380"])
-def test_open_store_on_redis_raises_config_error_naming_the_setting(location: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        open_store(location)
-    assert caught.value.setting == "SWITCHBOARD_STATE"
-    assert "redis is not supported yet" in str(caught.value)
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("redis://localhost:6379/0", "redis://localhost:6379/0"),
+        ("rediss://:s3cret@cache:6380/2", "rediss://:***@cache:6380/2"),
+        ("redis://app:s3cret@cache/0", "redis://app:***@cache/0"),
+    ],
+)
+def test_open_store_on_redis_gives_the_redis_store_with_the_password_redacted(
+    location: str, shown: str
+) -> None:
+    store = open_store(location)
+    assert isinstance(store, RedisStateStore)
+    assert store.location == shown == redacted_url(location)
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_redis_is_one_sentence_naming_the_setting_without_the_password() -> (
+    None
+):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = open_store(f"redis://:s3cret@127.0.0.1:{port}/0")
+    try:
+        with pytest.raises(StoreError) as caught:
+            await store.check_writable()
+    finally:
+        await store.aclose()
+    message = str(caught.value)
+    assert message == (
+        f"The state store at redis://:***@127.0.0.1:{port}/0 cannot be used:"
+        " the Redis server cannot be reached; check SWITCHBOARD_STATE"
+    )
+    assert "s3cret" not in message
+
+
+@pytest.mark.anyio
+async def test_redis_keys_are_namespaced_and_expiring_items_carry_an_expiry(
+    redis_server: str, clock: FakeClock
+) -> None:
+    backend = Backend("redis", redis_server, None)
+    with backend.raw() as client:
+        client.flushdb()
+    store = backend.open(clock)
+    try:
+        await store.put_binding(KEY, BINDING)
+        await store.claim_event("tg:update:1", ttl=10)
+        await store.put_approvals(approvals("g1", "t1"), ttl=30)
+    finally:
+        await store.aclose()
+    with backend.raw() as client:
+        keys = client.keys("*")
+        assert keys and all(k.startswith(PREFIX) for k in keys)
+        for key in (
+            f"{PREFIX}event:tg:update:1",
+            f"{PREFIX}approval:t1",
+            f"{PREFIX}approval-group:g1",
+        ):
+            assert 0 < client.pttl(key) <= 30_000 + 60_000
 
 
 def test_open_store_rejects_an_unknown_scheme() -> None:
