@@ -290,3 +290,32 @@ class Surface(Protocol):
         an entry, the adapter hands the bot the text the agent expects: `/<name> <argument>`, or
         `//<name> <argument>` for a name that clashes with one of ours."""
         ...
+
+
+class ClusterLeases(Protocol):
+    """Cluster-wide named leases, for what exactly one replica may do at a time: the Telegram
+    long poller, each Discord shard's gateway connection. The bot hands them to a surface that
+    has a `set_leases(leases)` method (duck-typed), before `run`, and only when several replicas
+    share a Redis store; a surface never handed them behaves as a single process does.
+
+    A lease is held for `ttl` seconds from the last successful `hold`: hold it again at least
+    every `ttl / 3` seconds, and stop the work it guards as soon as `hold` answers False. When the
+    store cannot be reached, `hold` raises `LeasesUnavailable`; the work may go on until `ttl` has
+    passed since the last successful hold (no other replica can take the lease before that)."""
+
+    replica: str  # this replica's id, as `replicas()` lists it
+    ttl: float
+
+    async def hold(self, name: str) -> bool:
+        """Take the lease `name`, or renew it if this replica holds it; False while another
+        replica holds it."""
+        ...
+
+    async def let_go(self, name: str) -> None:
+        """Release `name` if this replica holds it (at once, for a clean hand-over)."""
+        ...
+
+    async def replicas(self) -> list[str]:
+        """The ids of the replicas alive now (this one included), sorted: every replica computes
+        the same share of, say, Discord's shards from it."""
+        ...

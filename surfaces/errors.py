@@ -8,8 +8,10 @@ adapter. The bot decides what to do (wait, retry, give up); the adapter only tra
     │                      a chat's pacer holds the chat back for it (`surfaces.pacing`)
     ├── SendFailed         .transient: worth retrying (network, 5xx) or not (bad request)
     ├── MessageGone        the message to edit no longer exists (deleted, too old)
-    └── FileRefused        .reason: a file cannot be downloaded or uploaded (too large for the
-                           platform or for the limit asked, gone, refused); one sentence
+    ├── FileRefused        .reason: a file cannot be downloaded or uploaded (too large for the
+    │                      platform or for the limit asked, gone, refused); one sentence
+    └── LeasesUnavailable  .reason: the cluster's leases cannot be read or taken now (the shared
+                           store is unreachable); `ClusterLeases.hold` raises it
 """
 
 from __future__ import annotations
@@ -47,3 +49,11 @@ class FileRefused(SurfaceError):
         self.reason = reason
         self.limit = limit
         super().__init__(reason)
+
+
+class LeasesUnavailable(SurfaceError):
+    """The shared store behind `ClusterLeases` did not answer; `reason` says why (no secrets)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"cluster leases unavailable: {reason}")
