@@ -1,5 +1,6 @@
 """The state store's tests run against every `StateStore`: the embedded SQLite file and a real
-Redis server. `redis_server` starts one `redis-server` per test session (a random free port, no
+Redis server. `RedisProcess` is one `redis-server` (stopped and started again on the same port on
+request: the failover suites); `redis_server` starts one per test session (a random free port, no
 persistence, stopped at the end); `backend` is parametrized over both, and each Redis test gets
 an empty database."""
 
@@ -32,33 +33,52 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a redis-server of this test session's own."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail(INSTALL_HINT)
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", str(workdir)]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    pytest.fail(f"redis-server did not start: {err.strip()}")
-                time.sleep(0.05)
-        yield url
-    finally:
-        client.close()
+class RedisProcess:
+    """One `redis-server` on 127.0.0.1 (no persistence, its files in `workdir`): `start()` waits
+    until it answers PING; `stop()` ends it; a second `start()` comes back on the same port, as a
+    restarted Redis would (the failover suites stop and restart it mid-run)."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = port or _free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 20.0) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail(INSTALL_HINT)
+        command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", str(self.workdir)]  # fmt: skip
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = proc
+        client = redis.Redis.from_url(self.url)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.exceptions.ConnectionError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        err = proc.stderr.read().decode() if proc.stderr else ""
+                        self.stop()
+                        pytest.fail(f"redis-server did not start: {err.strip()}")
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
         proc.terminate()
         try:
             proc.wait(timeout=10)
@@ -67,6 +87,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a redis-server of this test session's own."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @dataclass

@@ -1,0 +1,157 @@
+"""Failover with Telegram in webhook mode (issue 16): three replicas of `switchboard run` on one
+real Redis behind a load balancer (tests/cluster_harness.py), the scripted agent, one shared
+workspace and agent-state directory. What a person sees is read from the fake Bot API; what the
+agent was asked, from each replica's agent log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bot.notices import RESTART_NOTICE
+from tests.cluster_harness import Cluster, cluster
+from tests.conftest import script
+from tests.fakes.telegram_api import People, User
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+
+PEOPLE = People()
+ALICE, BOB, CAROL = PEOPLE.alice, PEOPLE.bob, PEOPLE.carol
+MANY = [User(50_000 + n, f"Person{n}") for n in range(12)]
+RESTART_LEAD = RESTART_NOTICE.split(",")[0]  # "Your last request was interrupted when ..."
+
+
+def finals(c: Cluster, chat_id: int, text: str) -> int:
+    """How many of the bot's messages in the chat show `text` (a reply, not a draft)."""
+    return sum(1 for shown in c.chat_texts(chat_id) if text in shown)
+
+
+def slow(label: str, parts: int = 12, gap: float = 0.5) -> str:
+    """A reply streamed for parts x gap seconds, ending in `<label> done`."""
+    steps: list[dict[str, object]] = []
+    for n in range(parts):
+        steps += [{"chunk": f"{label}-{n} "}, {"sleep": gap}]
+    return script(*steps, {"chunk": f"{label} done"})
+
+
+async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the_session(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, "telegram", users=[ALICE]) as c:
+        await c.post_update(c.api.dm(ALICE, "first"))
+        await c.wait_text(ALICE.id, "Echo: first")
+        first = (await c.wait_prompt("first")).session_id
+
+        await c.post_update(c.api.dm(ALICE, slow("long")))
+        running = await c.wait_prompt("long-0")
+        await c.wait_for(lambda: c.api.calls_to("sendMessageDraft", chat_id=ALICE.id), "streaming")
+        c.kill(running.replica)
+
+        await c.wait_text(ALICE.id, RESTART_LEAD, timeout=40)
+        await c.post_update(c.api.dm(ALICE, "after the crash"))
+        await c.wait_text(ALICE.id, "Echo: after the crash", timeout=40)
+        after = (await c.wait_prompt("after the crash")).replica
+
+        assert after is not running.replica
+        assert running.session_id == first  # one conversation, one agent session so far
+        assert c.prompts_containing("after the crash")[0].session_id == first
+        if after is not c.prompts_containing("first")[0].replica:
+            assert first in c.loads(after)  # resumed with session/load, not started afresh
+        assert finals(c, ALICE.id, "long done") == 0
+        assert finals(c, ALICE.id, "Echo: after the crash") == 1
+        assert finals(c, ALICE.id, RESTART_LEAD) == 1
+
+
+async def test_an_update_redelivered_to_another_replica_is_one_prompt_and_one_reply(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, "telegram", users=[ALICE]) as c:
+        update = c.api.dm(ALICE, "only once")
+        first = await c.post_update(update)
+        again = c.other_than(first)
+        await c.post_update(update, to=again)  # Telegram saw no answer in time and retried
+        # A later message through the same replica: its lane handles the retry before it.
+        await c.post_update(c.api.dm(ALICE, "and then"), to=again)
+        await c.wait_text(ALICE.id, "Echo: and then")
+        await c.wait_text(ALICE.id, "Echo: only once")
+        assert [p.text for p in c.prompts()] == ["only once", "and then"]
+        assert finals(c, ALICE.id, "Echo: only once") == 1
+
+
+async def test_an_approval_pressed_through_another_replica_reaches_the_agent(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, "telegram", users=[ALICE], approvers=[CAROL]) as c:
+        await c.post_update(c.api.dm(ALICE, "SCN_PERMISSION"))
+        asking = (await c.wait_prompt("SCN_PERMISSION")).replica
+
+        def approval() -> object:
+            return next((m for m in c.api.chat_messages(ALICE.id) if m.reply_markup), None)
+
+        await c.wait_for(approval, "the approval buttons")
+        message = approval()
+        assert message is not None and message.reply_markup is not None
+        buttons = [b for row in message.reply_markup["inline_keyboard"] for b in row]
+        yes = next(b["callback_data"] for b in buttons if b["text"] == "Yes")
+        press = c.api.press(ALICE, message, yes)
+        await c.post_update(press, to=c.other_than(asking))
+
+        await c.wait_text(ALICE.id, "permission:allow_once", timeout=30)
+        await c.wait_for(lambda: message.reply_markup is None, "the buttons to go")
+        await c.wait_for(lambda: press["callback_query"]["id"] in c.api.answers, "the answer")
+        outcomes = [
+            frame["result"]["outcome"]
+            for frame in asking.agent.frames_in()
+            if "method" not in frame and "outcome" in (frame.get("result") or {})
+        ]
+        assert outcomes == [{"outcome": "selected", "optionId": "allow_once"}]
+
+
+async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none_twice(
+    tmp_path: Path,
+) -> None:
+    people = MANY[:6]
+    async with cluster(tmp_path, "telegram", users=people) as c:
+        for person in people:
+            await c.post_update(c.api.dm(person, slow(f"p{person.id}", parts=6, gap=0.5)))
+        for person in people:
+            await c.wait_prompt(f"p{person.id}-0")
+        c.stop_redis()
+        await anyio.sleep(1.5)  # an outage, not an assertion: turns run on meanwhile
+        c.start_redis()
+        for person in people:
+            await c.wait_text(person.id, f"p{person.id} done", timeout=60)
+        for person in people:  # and the cluster serves new messages again
+            await c.post_update(c.api.dm(person, f"after the outage {person.id}"))
+        for person in people:
+            await c.wait_text(person.id, f"Echo: after the outage {person.id}", timeout=60)
+        for person in people:
+            assert finals(c, person.id, f"p{person.id} done") == 1
+            assert finals(c, person.id, f"Echo: after the outage {person.id}") == 1
+            assert len(c.prompts_containing(f"p{person.id}-0")) == 1
+
+
+async def test_many_conversations_over_three_replicas_are_answered_once_each_in_order(
+    tmp_path: Path,
+) -> None:
+    rounds = 3
+    async with cluster(tmp_path, "telegram", users=MANY) as c:
+
+        async def converse(person: User) -> None:
+            for n in range(rounds):  # each message waits for its answer, as a person would
+                await c.post_update(c.api.dm(person, f"m{n} from {person.id}"))
+                await c.wait_text(person.id, f"Echo: m{n} from {person.id}", timeout=60)
+
+        async with anyio.create_task_group() as group:
+            for person in MANY:
+                group.start_soon(converse, person)
+
+        for person in MANY:
+            texts = [p.text for p in c.prompts() if p.text.endswith(f"from {person.id}")]
+            assert texts == [f"m{n} from {person.id}" for n in range(rounds)]
+            shown = [t for t in c.chat_texts(person.id) if t.startswith("Echo: ")]
+            assert shown == [f"Echo: m{n} from {person.id}" for n in range(rounds)]
+        served = {p.replica.name for p in c.prompts()}
+        assert len(served) > 1  # the conversations were spread, not all on one replica
