@@ -204,6 +204,13 @@ class Cluster:
         """The bot's Telegram messages in a chat as people see them now, in order."""
         return [message.text for message in self.api.chat_messages(chat_id)]
 
+    def slack_texts(self, channel: str, thread_ts: str = "") -> list[str]:
+        """The bot's Slack replies in a DM or thread as people see them now (no approvals)."""
+        return [message.visible for message in self.slack.replies(channel, thread_ts)]
+
+    def slack_streaming(self, channel: str) -> bool:
+        return any(message.channel == channel for message in self.slack.streaming_now())
+
     def logs(self) -> str:
         return "\n".join(
             f"--- replica {r.name} ({'alive' if r.alive else 'gone'}) ---\n{r.log_tail()}"
@@ -225,6 +232,22 @@ class Cluster:
         await self.wait_for(
             lambda: any(text in shown for shown in self.chat_texts(chat_id)),
             f"{text!r} in Telegram chat {chat_id} (shown: {self.chat_texts(chat_id)!r})",
+            timeout,
+        )
+
+    async def wait_slack_text(
+        self, channel: str, text: str, thread_ts: str = "", timeout: float = 20.0
+    ) -> None:
+        """Until one of the bot's Slack replies there shows `text` and its stream has stopped."""
+
+        def shown() -> bool:
+            texts = self.slack_texts(channel, thread_ts)
+            return any(text in t for t in texts) and not self.slack_streaming(channel)
+
+        await self.wait_for(
+            shown,
+            f"{text!r} in Slack {channel}/{thread_ts} (shown: "
+            f"{self.slack_texts(channel, thread_ts)!r})",
             timeout,
         )
 
@@ -316,7 +339,7 @@ def replica_env(
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("SWITCHBOARD_", "FAKE_AGENT", "PYTHON"))
+        if not k.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_", "PYTHON"))
     }
     env |= FAST_ENV | {
         "PYTHONPATH": str(ROOT),
