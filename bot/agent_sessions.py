@@ -182,6 +182,9 @@ class ConversationSessions:
         self._listen = listen  # who hears what the agent reports outside replies
         self.current: AcpSession | None = None
         self._target: AgentTarget | None = None  # the project and agent, once known
+        # Another replica served the conversation since this one's agents last did: what they
+        # hold of its session may be behind, so it is loaded again (bot/cluster.py).
+        self.stale = False
 
     async def target(self) -> AgentTarget:
         """Where this conversation works: the project and agent its binding records, else the
@@ -233,6 +236,9 @@ class ConversationSessions:
         session: AcpSession | None = None
         # `/new` keeps only the project and agent: there is no session to take up or resume
         fresh = binding is None or not binding.session_id
+        if self.stale and binding is not None:
+            client.released.pop(binding.session_id, None)  # not taken up as it was here
+            self.stale = False
         if (
             binding is not None
             and not fresh

@@ -42,6 +42,16 @@ from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
+from bot.cluster import (
+    MAX_HOPS,
+    Lease,
+    RelayedEvent,
+    SurfaceLeases,
+    conversation_lease,
+    decode_event,
+    encode_event,
+    open_cluster,
+)
 from bot.commands import (
     PROJECT_TOKEN_PREFIX,
     STOP,
@@ -61,9 +71,10 @@ from bot.permissions import ApprovalBroker
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.runtime_tuning import tuned_for_serving
-from bot.store import DeliveryEntry, StateStore, StoreError
+from bot.store import DeliveryEntry, JournalEntry, StateStore, StoreError
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
+from surfaces.lanes import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +90,12 @@ SHUTDOWN_BUDGET = 4.0
 RELEASE_AFTER = 2.0
 # /readyz's store check gives up after this long (a probe must answer quickly).
 READY_STORE_TIMEOUT = 2.0
+# How long one read of relayed events waits (also the pause after a failed read).
+RELAY_WAIT = 1.0
+CONVERSATION_HELD = (
+    "Another Switchboard replica is serving this conversation and did not take your message; "
+    "send it again in a minute."
+)
 # A stranger's events are audited once per this many seconds per person, and this many
 # strangers remembered: a group's chatter cannot flood the audit log.
 STRANGER_AUDIT_EVERY = 3600.0
@@ -135,6 +152,21 @@ class BotApp:
         self.http: HttpServer | None = None  # while serving, unless SWITCHBOARD_HTTP__PORT=off
         # Strangers audited lately (a group's every message from them would flood the log).
         self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
+        # Replicas (bot/cluster.py): the conversations this replica serves are those whose
+        # lease it holds, one lease per live runner; their writes are fenced with it.
+        self.cluster = open_cluster(settings.replica_id, settings.lease_ttl, store)
+        self.replica = self.cluster.replica
+        self._leases: dict[ConversationKey, Lease] = {}
+        self._stale: set[ConversationKey] = set()  # leases that moved here: sessions reload
+        self._alive: set[str] = set()  # the replicas alive at the last heartbeat
+        self._orphans_due = False  # a replica died: adopt what it left
+        self._starting = True  # until the first adoption, at start-up, is done
+        self._relayed: Lanes[ConversationKey, RelayedEvent] = Lanes(
+            self._accept_relayed, failure="the bot failed on a relayed event in %s", logger=log
+        )
+        fenced = getattr(store, "inner", store)
+        if self.cluster.shared and hasattr(fenced, "fence_of"):
+            fenced.fence_of = self._fence_of
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -199,7 +231,7 @@ class BotApp:
         a restart re-sends what a crash cut off. With `turn_id`, this text answers that journalled
         turn, which leaves the journal in the same store write."""
         text = valid_text(text)  # the last defence: every final text can be encoded
-        entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time())
+        entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time(), replica=self.replica)
         await self.store.ledger_put(entry, closes_turn=turn_id)
         if await reply.finish(text):
             await self.store.ledger_done(entry.entry_id)
@@ -217,6 +249,10 @@ class BotApp:
         runner = self.runners.get(key)
         if runner is None:
             runner = self.runners[key] = ChatRunner(self, surface, key)
+            if key in self._stale:  # served elsewhere since this replica last did
+                self._stale.discard(key)
+                runner.sessions.stale = True
+                self._memos.pop(key, None)
             memo = self._memos.pop(key, None)
             if memo is not None:
                 runner.agent_commands, runner.usage, runner.menu_shown, runner.compact_told = memo
@@ -233,6 +269,7 @@ class BotApp:
         for key in idle:
             runner = self.runners.pop(key)
             runner.release()
+            self._let_go(key)
             if runner.agent_commands or runner.usage is not None or runner.menu_shown:
                 self._memos[key] = (
                     runner.agent_commands,
@@ -260,17 +297,30 @@ class BotApp:
             if not queued and isinstance(event, Inbound) and event.handled is not None:
                 event.handled.set()
 
-    async def _accept(self, event: Inbound | ChoiceAnswer) -> bool:
-        """Handle the event; True when a message was queued for a turn."""
+    async def _accept(
+        self, event: Inbound | ChoiceAnswer, relayed: RelayedEvent | None = None
+    ) -> bool:
+        """Handle the event; True when a message was queued for a turn. A `relayed` event was
+        claimed by the replica that received it."""
         surface = self._surfaces[event.key.surface]
         if not self.access.may_chat(event.key.surface, event.user):
             await self._audit_stranger(event)
             return False  # strangers get nothing back
-        if not await self.store.claim_event(
+        if relayed is None and not await self.store.claim_event(
             f"{event.key.surface}:{event.event_id}", self.settings.dedupe_ttl
         ):
             log.info("dropping a redelivered event %s", event.event_id)
             return False
+        try:
+            if not await self._take_conversation(event, relayed.hops if relayed else 0):
+                return False  # handed to the replica serving this conversation
+        except ConversationHeld as held:
+            log.warning("%s", held)
+            await self.deliver(surface, event.key, CONVERSATION_HELD)
+            return False
+        self.runner(surface, event.key)  # one runner per lease: its release lets the lease go
+        if relayed is not None and relayed.files_left:
+            await self.deliver(surface, event.key, _files_left(relayed.files_left))
         if isinstance(event, ChoiceAnswer):
             if event.token.startswith(STOP_TOKEN_PREFIX):
                 await self._stop_pressed(surface, event)
@@ -293,6 +343,171 @@ class BotApp:
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
+
+    # ---- replicas (bot/cluster.py) ------------------------------------------------------------
+    def _fence_of(self, key: ConversationKey) -> tuple[str, str] | None:
+        lease = self._leases.get(key)
+        return None if lease is None else (lease.name, f"{self.replica}|{lease.token}")
+
+    async def _take_conversation(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
+        """True when this replica serves the event's conversation (it holds its lease, or took
+        it now); False when the event was handed to the replica that holds it."""
+        key = event.key
+        if key in self._leases:
+            return True
+        name = conversation_lease(key)
+        deadline = time.monotonic() + 2 * self.cluster.ttl
+        while True:
+            got = await self.cluster.acquire(name)
+            if isinstance(got, Lease):
+                self._leases[key] = got
+                if got.moved:
+                    self._stale.add(key)
+                return True
+            if hops < MAX_HOPS and await self.cluster.relay(got, encode_event(event, hops + 1)):
+                log.info("handed event %s of %s to replica %s", event.event_id, key, got)
+                return False
+            if time.monotonic() > deadline:
+                raise ConversationHeld(key, got)
+            # its holder is not alive (or the lease keeps moving): it expires within the TTL
+            await anyio.sleep(self.cluster.ttl / 10)
+
+    def _let_go(self, key: ConversationKey) -> None:
+        lease = self._leases.pop(key, None)
+        if lease is not None and self.cluster.shared:
+            self.spawn(lambda: self._release_lease(lease))
+
+    async def _release_lease(self, lease: Lease) -> None:
+        try:
+            await self.cluster.release(lease)
+        except StoreError as exc:  # it expires by itself within the TTL
+            log.warning("could not release lease %s: %s", lease.name, exc.reason)
+
+    async def _accept_relayed(self, relayed: RelayedEvent) -> None:
+        event = relayed.event
+        if event.key.surface not in self._surfaces:
+            log.warning("dropping an event relayed for surface %s, not run here", event.key.surface)
+            return
+        try:
+            await self._accept(event, relayed)
+        except Exception as exc:  # a fault of ours: this event only
+            await self._event_fault(event, exc)
+
+    async def _relay_loop(self) -> None:
+        """Events other replicas handed to this one, each conversation's in order."""
+        self._relayed.open(self._task_group())
+        while True:
+            try:
+                payloads = await self.cluster.relayed(RELAY_WAIT)
+            except StoreError as exc:
+                log.warning("cannot read relayed events: %s", exc.reason)
+                await anyio.sleep(RELAY_WAIT)
+                continue
+            self._file_relayed(payloads)
+
+    def _file_relayed(self, payloads: Sequence[str]) -> None:
+        for payload in payloads:
+            relayed = decode_event(payload)
+            if relayed is not None:
+                self._relayed.put(relayed.event.key, relayed)
+
+    async def _beat_loop(self) -> None:
+        """The heartbeat, every third of the TTL: renews this replica's leases (a lost one stops
+        its conversation's turn without writing), notices replicas that died (what they left
+        is adopted), and adopts what is still unhandled."""
+        while True:
+            await self._beat()
+            if self._orphans_due:
+                await self._adopt_orphans()
+            await anyio.sleep(self.cluster.ttl / 3)
+
+    async def _beat(self) -> None:
+        leases = list(self._leases.values())
+        try:
+            lost = await self.cluster.beat(leases)
+            alive = set(await self.cluster.alive())
+            dead = await self.cluster.dead_replicas() if self.cluster.shared else []
+        except StoreError as exc:  # the leases hold until the TTL; the next beat tries again
+            log.warning("replica heartbeat failed: %s", exc.reason)
+            return
+        if self._alive - alive or dead:
+            self._orphans_due = True
+        self._alive = alive
+        for replica in dead:
+            try:
+                payloads = await self.cluster.adopt(replica)
+            except StoreError as exc:
+                log.warning("could not adopt replica %s's events: %s", replica, exc.reason)
+                continue
+            log.warning(
+                "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
+            )
+            self._file_relayed(payloads)
+        by_name = {lease.name: key for key, lease in self._leases.items()}
+        for name in lost:
+            key = by_name.get(name)
+            if key is not None:
+                self._lease_lost(key)
+
+    def _lease_lost(self, key: ConversationKey) -> None:
+        """Another replica took the conversation (this one could not renew in time): its turn
+        stops, writing nothing more (the store fences the writes); the runner goes."""
+        log.warning("lost the lease of %s to another replica; stopping its turn", key)
+        self._leases.pop(key, None)
+        runner = self.runners.pop(key, None)
+        if runner is not None:
+            runner.lose()
+
+    def _orphaned(self, replica: str) -> bool:
+        """An entry written by `replica` is nobody's now: at start-up, every entry of this
+        replica's id (an earlier process; with one process, every entry), later those of
+        replicas not alive."""
+        if replica == self.replica or not self.cluster.shared:
+            return self._starting
+        return replica not in self._alive
+
+    async def _adopt_orphans(self) -> None:
+        """What dead replicas (or an earlier process) left: undelivered replies are sent again,
+        cut-off turns told; each in its conversation, under its lease (so two replicas never
+        both do one). What cannot be done now (the conversation held elsewhere) is tried at
+        the next heartbeat."""
+        self._orphans_due = False
+        try:
+            pending = [e for e in await self.store.ledger_pending() if self._orphaned(e.replica)]
+            turns = [t for t in await self.store.journal_open_turns() if self._orphaned(t.replica)]
+        except StoreError as exc:
+            log.warning("cannot read what stopped replicas left: %s", exc.reason)
+            self._orphans_due = True
+            return
+        for entry in pending:
+            if entry.attempts < 5 and await self._adopt_conversation(entry.key):
+                await self._redeliver_one(entry)
+        for turn in turns:
+            if await self._adopt_conversation(turn.key):
+                await self._tell_cut_off(turn)
+
+    async def _adopt_conversation(self, key: ConversationKey) -> bool:
+        surface = self._surfaces.get(key.surface)
+        if surface is None:
+            return False  # its surface does not run here: its replica, or a later start, will
+        if key not in self._leases:
+            try:
+                got = await self.cluster.acquire(conversation_lease(key))
+            except StoreError:
+                self._orphans_due = True
+                return False
+            if not isinstance(got, Lease):
+                self._orphans_due = True  # held by a live replica now; once it lets go
+                return False
+            self._leases[key] = got
+            if got.moved:
+                self._stale.add(key)
+        self.runner(surface, key)  # released with its lease once idle
+        return True
+
+    def _task_group(self) -> anyio.abc.TaskGroup:
+        assert self._tg is not None, "BotApp is not running"
+        return self._tg
 
     async def _audit_stranger(self, event: Inbound | ChoiceAnswer) -> None:
         """A stranger's event, audited once per person and surface per STRANGER_AUDIT_EVERY."""
@@ -404,8 +619,13 @@ class BotApp:
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
-            await self._redeliver()
-            await self._tell_cut_off_turns()
+            await self._beat()  # registered before anything is relayed here
+            await self._adopt_orphans()  # what an earlier process, or dead replicas, left
+            self._starting = False
+            if self.cluster.shared:
+                tg.start_soon(self._relay_loop)
+                tg.start_soon(self._beat_loop)
+                self._hand_leases(surfaces)
             for surface in surfaces:
                 surface.command_menu(command_menu())
 
@@ -425,6 +645,15 @@ class BotApp:
             await self._wind_down()
             tg.cancel_scope.cancel()
 
+    def _hand_leases(self, surfaces: Sequence[Surface]) -> None:
+        """Surfaces that do something only one replica may (the Telegram poller, Discord's
+        shards) get the cluster's named leases."""
+        leases = SurfaceLeases(self.cluster)
+        for surface in surfaces:
+            set_leases = getattr(surface, "set_leases", None)
+            if set_leases is not None:
+                set_leases(leases)
+
     async def _wind_down(self) -> None:
         with anyio.CancelScope(shield=True):
             running = [runner for runner in self.runners.values() if runner.running]
@@ -440,6 +669,20 @@ class BotApp:
                 await self._pool.aclose()
             for surface in self._surfaces.values():
                 await surface.close()
+            await self._leave_cluster()
+
+    async def _leave_cluster(self) -> None:
+        """A clean stop lets its conversations go at once, for the other replicas."""
+        if not self.cluster.shared:
+            return
+        with anyio.move_on_after(READY_STORE_TIMEOUT):
+            try:
+                for lease in list(self._leases.values()):
+                    await self.cluster.release(lease)
+                await self.cluster.aclose()
+            except StoreError as exc:  # they expire by themselves within the TTL
+                log.warning("could not leave the cluster cleanly: %s", exc.reason)
+        self._leases.clear()
 
     # ---- operations: what /readyz and /metrics read (bot/http_server.py) ----------------------
     async def readiness(self) -> dict[str, str]:
@@ -531,39 +774,52 @@ class BotApp:
         )
         return lambda: say(line)
 
-    async def _redeliver(self) -> None:
-        for entry in await self.store.ledger_pending():
-            surface = self._surfaces.get(entry.key.surface)
-            if surface is None or entry.attempts >= 5:
-                continue
-            log.info("re-sending a reply a restart cut off (%s)", entry.key)
+    async def _redeliver_one(self, entry: DeliveryEntry) -> None:
+        """A reply a stopped process (this one's predecessor, or a dead replica) did not get
+        through: sent again, at most 5 times in all."""
+        surface = self._surfaces[entry.key.surface]
+        log.info("re-sending a reply a restart cut off (%s)", entry.key)
+        try:
             await self.store.ledger_attempted(entry.entry_id)
-            try:
-                async with self.open_reply(surface, entry.key) as reply:
-                    if await reply.finish(entry.text):
-                        await self.store.ledger_done(entry.entry_id)
-            except Exception as exc:  # one conversation's fault must not stop the start
-                log_fault(exc, "re-sending a reply", entry.key, None)
+            async with self.open_reply(surface, entry.key) as reply:
+                if await reply.finish(entry.text):
+                    await self.store.ledger_done(entry.entry_id)
+        except Exception as exc:  # one conversation's fault must not stop the others
+            log_fault(exc, "re-sending a reply", entry.key, None)
 
-    async def _tell_cut_off_turns(self) -> None:
-        """A turn still in the journal at start-up is one the process died in before its final
+    async def _tell_cut_off(self, turn: JournalEntry) -> None:
+        """A turn still in the journal of a stopped process is one it died in before its final
         text reached the ledger (a clean stop delivers the partial output, which closes it). Its
         conversation is told once: the notice goes through the ledger and closes the turn in the
-        same store write. Turns of surfaces not running now wait for them, or expire."""
-        for turn in await self.store.journal_open_turns():
-            surface = self._surfaces.get(turn.key.surface)
-            if surface is None:
-                continue
-            log.info(
-                "telling %s in %s that a restart cut off turn %s",
-                turn.requester,
-                turn.key,
-                turn.turn_id,
-            )
-            try:
-                await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
-            except Exception as exc:  # one conversation's fault must not stop the start
-                log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)
+        same store write. Turns of surfaces not running here wait for them, or expire."""
+        surface = self._surfaces[turn.key.surface]
+        log.info(
+            "telling %s in %s that a restart cut off turn %s",
+            turn.requester,
+            turn.key,
+            turn.turn_id,
+        )
+        try:
+            await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
+        except Exception as exc:  # one conversation's fault must not stop the others
+            log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)
+
+
+class ConversationHeld(Exception):
+    """A conversation's lease stayed with another replica that would not take its events."""
+
+    def __init__(self, key: ConversationKey, holder: str) -> None:
+        self.key = key
+        self.holder = holder
+        super().__init__(f"{key} is held by replica {holder}, which takes no relayed events")
+
+
+def _files_left(count: int) -> str:
+    files = "file" if count == 1 else f"{count} files"
+    return (
+        f"The {files} attached to your message could not be passed to the Switchboard replica "
+        "serving this conversation; send them again."
+    )
 
 
 async def _all_idle(runners: Sequence[ChatRunner]) -> None:

@@ -57,7 +57,7 @@ from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
-from bot.store import JournalEntry
+from bot.store import JournalEntry, LeaseLost
 from config import ConfigError, valid_text
 from surfaces.base import (
     Choice,
@@ -290,6 +290,8 @@ class ChatRunner:
                     with anyio.CancelScope() as scope:
                         self._turn_scope = scope
                         await self._turn([queued.inbound for queued in batch])
+                except LeaseLost:  # another replica serves the conversation now: say nothing
+                    log.warning("%s: turn %s stopped: the lease moved", self.key, self.turn_id)
                 except Exception as exc:  # e.g. the surface failed delivering: this turn only
                     self.log_fault(exc, "delivering a reply")
                     await self._tell_fault(exc)
@@ -516,7 +518,8 @@ class ChatRunner:
         mid-turn can tell the person (the app does so at start-up). Its final text normally
         closes it (`finish_reply(turn_id=...)`); closing again here covers a turn that ended
         without one, which no restart should report as cut off."""
-        turn = JournalEntry(self.turn_id, self.key, requester.id, time.time())
+        replica = self.services.replica
+        turn = JournalEntry(self.turn_id, self.key, requester.id, time.time(), replica)
         await self.services.store.journal_open(turn, JOURNAL_TTL)
         try:
             yield turn.turn_id
@@ -575,6 +578,15 @@ class ChatRunner:
             return False, dropped
         await session.cancel()
         return True, dropped
+
+    def lose(self) -> None:
+        """Another replica took this conversation: the queue goes and the turn is cancelled; it
+        writes nothing more (the store refuses its writes, `LeaseLost`)."""
+        for queued in self.queue:
+            queued.done.set()
+        self.queue.clear()
+        self.hard_stop()
+        self.release()
 
     def hard_stop(self) -> None:
         """Cancel the running turn outright (shutdown, once `stop` had its chance); the turn

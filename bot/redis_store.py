@@ -40,6 +40,7 @@ from bot.store import (
     AuditRecord,
     DeliveryEntry,
     JournalEntry,
+    LeaseLost,
     SessionRecord,
     StoreError,
 )
@@ -82,6 +83,20 @@ def _px(ttl: float) -> int:
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
+
+# Prepended to a conversation's writes: the last key is the conversation's lease, the last
+# argument the value this replica holds it with ("" when it holds none: the write is unfenced).
+# Checked in the same script as the write, so no other holder can come between.
+LEASE_LOST = "SWITCHBOARD_LEASE_LOST"
+_FENCE = f"""
+local want = ARGV[#ARGV]
+if want ~= '' and redis.call('GET', KEYS[#KEYS]) ~= want then
+  return redis.error_reply('{LEASE_LOST}')
+end
+"""
+
+_SET = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
+_DEL = "redis.call('DEL', KEYS[1]) return 1"
 
 # KEYS[1] event key; ARGV now, expires, px. 1 when claimed.
 _CLAIM = """
@@ -231,6 +246,9 @@ class RedisStateStore:
         self._clock = clock
         self._client: aioredis.Redis | None = None
         self._closed = False
+        # The lease a conversation's writes are fenced with: (lease name, held value), or None;
+        # set by the app when replicas coordinate (bot/cluster.py, bot/redis_cluster.py).
+        self.fence_of: Callable[[ConversationKey], tuple[str, str] | None] = lambda key: None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -278,6 +296,38 @@ class RedisStateStore:
 
         return await self._call(op)
 
+    async def _fenced(
+        self, key: ConversationKey, source: str, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """A write of `key`'s conversation: refused with `LeaseLost` when this replica holds a
+        lease for it that is no longer current."""
+        fence = self.fence_of(key)
+        lease, want = (f"{PREFIX}lease:{fence[0]}", fence[1]) if fence else (f"{PREFIX}lease:", "")
+        lost = False
+
+        async def op(client: aioredis.Redis) -> Any:
+            nonlocal lost
+            try:
+                return await client.eval(_FENCE + source, len(keys) + 1, *keys, lease, *args, want)
+            except redis.exceptions.ResponseError as exc:
+                if LEASE_LOST not in str(exc):
+                    raise
+                lost = True
+                return None
+
+        result = await self._call(op)
+        if lost:
+            raise LeaseLost(self.location, key)
+        return result
+
+    # -- for bot/redis_cluster.py, which shares this connection ----------------------------------
+
+    async def script(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self._script(source, keys, args)
+
+    async def call(self, op: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
+        return await self._call(op)
+
     # -- bindings ---------------------------------------------------------------------------
 
     async def get_binding(self, key: ConversationKey) -> Binding | None:
@@ -307,10 +357,10 @@ class RedisStateStore:
                 "agent": binding.agent,
             }
         )
-        await self._call(lambda r: r.set(f"{PREFIX}binding:{_conv(key)}", value))
+        await self._fenced(key, _SET, [f"{PREFIX}binding:{_conv(key)}"], [value])
 
     async def delete_binding(self, key: ConversationKey) -> None:
-        await self._call(lambda r: r.delete(f"{PREFIX}binding:{_conv(key)}"))
+        await self._fenced(key, _DEL, [f"{PREFIX}binding:{_conv(key)}"], [])
 
     # -- place bindings ---------------------------------------------------------------------
 
@@ -390,8 +440,10 @@ class RedisStateStore:
             "text": entry.text,
             "created": entry.created,
             "attempts": entry.attempts,
+            "replica": entry.replica,
         }
-        await self._script(
+        await self._fenced(
+            entry.key,
             _LEDGER_PUT,
             [f"{PREFIX}ledger", f"{PREFIX}ledger:seq", f"{PREFIX}journal"],
             [entry.entry_id, json.dumps(value), closes_turn or ""],
@@ -411,6 +463,7 @@ class RedisStateStore:
                 str(e["text"]),
                 float(e["created"]),
                 int(e["attempts"]),
+                str(e.get("replica", "")),
             )
             for e in entries
         ]
@@ -428,8 +481,10 @@ class RedisStateStore:
             "requester": entry.requester,
             "started": entry.started,
             "expires": now + ttl,
+            "replica": entry.replica,
         }
-        await self._script(
+        await self._fenced(
+            entry.key,
             _JOURNAL_OPEN,
             [f"{PREFIX}journal", f"{PREFIX}journal:seq"],
             [repr(now), entry.turn_id, json.dumps(value)],
@@ -448,6 +503,7 @@ class RedisStateStore:
                 ConversationKey(*(str(part) for part in e["key"])),
                 str(e["requester"]),
                 float(e["started"]),
+                str(e.get("replica", "")),
             )
             for e in entries
         ]

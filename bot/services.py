@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # agent_sessions uses these services
 class ConversationServices(Protocol):
     settings: Settings
     store: StateStore
+    replica: str  # this replica's id: its journal entries and ledger entries carry it
     approvals: ApprovalBroker
     policy: RetryPolicy
     access: AccessPolicy  # who may do what (projects, what /sessions shows)

@@ -55,6 +55,7 @@ __all__ = [
     "AuditRecord",
     "DeliveryEntry",
     "JournalEntry",
+    "LeaseLost",
     "SessionRecord",
     "SqliteStateStore",
     "StateStore",
@@ -90,6 +91,7 @@ class DeliveryEntry:
     text: str
     created: float
     attempts: int = 0
+    replica: str = ""  # the replica that wrote it ("" before replicas, or with one process)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ class JournalEntry:
     key: ConversationKey
     requester: str  # the platform user id of the person who asked
     started: float
+    replica: str = ""  # the replica running the turn (see `DeliveryEntry.replica`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,16 @@ class StoreError(Exception):
         self.location = location
         self.reason = reason
         super().__init__(f"The state store at {location} cannot be used: {reason}")
+
+
+class LeaseLost(StoreError):
+    """A write for a conversation whose lease this replica no longer holds (it expired and
+    another replica took the conversation): the write is refused, and the turn that made it
+    stops without writing anything more (bot/cluster.py)."""
+
+    def __init__(self, location: str, key: ConversationKey) -> None:
+        self.key = key
+        super().__init__(location, f"another replica now serves {key}")
 
 
 class StateStore(Protocol):
@@ -285,6 +298,8 @@ CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
 _ADDED_COLUMNS = (
     ("bindings", "project", "TEXT NOT NULL DEFAULT ''"),  # issue 14: a conversation's project
     ("bindings", "agent", "TEXT NOT NULL DEFAULT ''"),
+    ("ledger", "replica", "TEXT NOT NULL DEFAULT ''"),  # issue 16: who wrote it
+    ("journal", "replica", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -617,11 +632,13 @@ class SqliteStateStore:
         def op(conn: sqlite3.Connection, now: float) -> None:
             # An upsert, not REPLACE: the rowid (insertion order, the tie-break) is kept.
             conn.execute(
-                "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE"
+                "INSERT INTO ledger (entry_id, surface, chat, thread, text, created, attempts,"
+                " replica) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE"
                 " SET surface = excluded.surface, chat = excluded.chat, thread = excluded.thread,"
-                " text = excluded.text, created = excluded.created, attempts = excluded.attempts",
+                " text = excluded.text, created = excluded.created, attempts = excluded.attempts,"
+                " replica = excluded.replica",
                 (entry.entry_id, entry.key.surface, entry.key.chat, entry.key.thread, entry.text,
-                 entry.created, entry.attempts),
+                 entry.created, entry.attempts, entry.replica),
             )  # fmt: skip
             if closes_turn is not None:
                 conn.execute("DELETE FROM journal WHERE turn_id = ?", (closes_turn,))
@@ -634,10 +651,10 @@ class SqliteStateStore:
     async def ledger_pending(self) -> list[DeliveryEntry]:
         def op(conn: sqlite3.Connection, now: float) -> list[DeliveryEntry]:
             rows = conn.execute(
-                "SELECT entry_id, surface, chat, thread, text, created, attempts FROM ledger"
-                " ORDER BY created, rowid"
+                "SELECT entry_id, surface, chat, thread, text, created, attempts, replica"
+                " FROM ledger ORDER BY created, rowid"
             ).fetchall()
-            return [DeliveryEntry(r[0], _key(r, 1), r[4], r[5], r[6]) for r in rows]
+            return [DeliveryEntry(r[0], _key(r, 1), r[4], r[5], r[6], r[7]) for r in rows]
 
         return await self._run(op, write=False)
 
@@ -652,9 +669,10 @@ class SqliteStateStore:
         def op(conn: sqlite3.Connection, now: float) -> None:
             self._maybe_purge(conn, now)
             conn.execute(
-                "REPLACE INTO journal VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "REPLACE INTO journal (turn_id, surface, chat, thread, requester, started,"
+                " expires, replica) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (entry.turn_id, entry.key.surface, entry.key.chat, entry.key.thread,
-                 entry.requester, entry.started, now + ttl),
+                 entry.requester, entry.started, now + ttl, entry.replica),
             )  # fmt: skip
 
         await self._run(op, write=True)
@@ -665,11 +683,11 @@ class SqliteStateStore:
     async def journal_open_turns(self) -> list[JournalEntry]:
         def op(conn: sqlite3.Connection, now: float) -> list[JournalEntry]:
             rows = conn.execute(
-                "SELECT turn_id, surface, chat, thread, requester, started FROM journal"
+                "SELECT turn_id, surface, chat, thread, requester, started, replica FROM journal"
                 " WHERE expires > ? ORDER BY started, rowid",
                 (now,),
             ).fetchall()
-            return [JournalEntry(r[0], _key(r, 1), r[4], r[5]) for r in rows]
+            return [JournalEntry(r[0], _key(r, 1), r[4], r[5], r[6]) for r in rows]
 
         return await self._run(op, write=False)
 

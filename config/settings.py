@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
+import socket
 import re
 import shlex
 from collections.abc import Iterator
@@ -293,6 +295,12 @@ def _default_state_path() -> str:
     return str(Path(base) / "switchboard" / "state.db")
 
 
+def _default_replica_id() -> str:
+    # Unique per process start: a replica that restarts is a new replica, and the one it
+    # replaces is recovered as any dead replica is (bot/cluster.py).
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -322,6 +330,11 @@ class Settings(BaseSettings):
     tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
     reply_file_after: int = Field(default=0, ge=0, le=1000)  # messages; 0: never as a .md file
     state: str = Field(default_factory=_default_state_path)
+    # -- replicas on one Redis store (issue 16, bot/cluster.py) --
+    replica_id: str = Field(
+        default_factory=_default_replica_id, min_length=1, max_length=100, pattern=r"^[\w.-]+$"
+    )
+    lease_ttl: float = Field(default=10.0, ge=1.0, le=300.0)  # seconds; renewed every third
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()
     # Files people attach (bot/attachments.py): per file, per message, which kinds.

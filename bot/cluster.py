@@ -1,0 +1,244 @@
+"""Replicas sharing one state store (issue 16): who serves which conversation.
+
+Every replica has an id (`SWITCHBOARD_REPLICA_ID`) and a heartbeat. A conversation is served by
+the replica that holds its lease: taken when an event of the conversation first reaches a
+replica, kept (renewed every third of `SWITCHBOARD_LEASE_TTL`) while the conversation's runner
+lives, let go when the runner is released. An event that reaches another replica is claimed
+there (cluster-wide de-duplication) and relayed to the holder, so one conversation's events are
+handled in order by one replica, one turn at a time. Each lease carries a fencing token; the
+store refuses a conversation's writes made under a token that is no longer current
+(`LeaseLost`), so a replica that lost its lease (a pause longer than the TTL) cannot overwrite
+what the new holder wrote.
+
+When a replica dies its heartbeat and leases expire; a live replica's sweep adopts what it left:
+events relayed to it, undelivered replies (the ledger) and turns it was running (the journal:
+the person is told the reply was cut off). The next message in such a conversation takes the
+lease afresh (`Lease.moved`), and the runner resumes the agent session with session/load, which
+needs the agents' state and the workspaces on storage every replica reaches.
+
+With the embedded SQLite store there is one process: `SoloCluster` grants every lease at once
+and relays nothing; the code paths are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.conversation import ConversationKey
+from bot.store import StoreError
+from surfaces.base import ChoiceAnswer, Inbound, UserRef
+from surfaces.errors import LeasesUnavailable
+
+__all__ = [
+    "Cluster",
+    "Lease",
+    "RelayedEvent",
+    "SoloCluster",
+    "SurfaceLeases",
+    "conversation_lease",
+    "decode_event",
+    "encode_event",
+    "open_cluster",
+]
+
+log = logging.getLogger(__name__)
+
+# An event relayed more often than this (the lease moving under it each time) is handled where
+# it is: order within a conversation matters less than answering at all.
+MAX_HOPS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease this replica holds. `token` grows with every new holder (the fencing token);
+    `moved`: the previous holder was another replica, so what this replica's agents hold of the
+    conversation's session may be stale (the runner loads it again)."""
+
+    name: str
+    token: int
+    moved: bool = False
+
+
+def conversation_lease(key: ConversationKey) -> str:
+    # JSON, not "a:b:c": ids may contain colons.
+    return "conv:" + json.dumps([key.surface, key.chat, key.thread])
+
+
+class Cluster(Protocol):
+    """The coordination the app needs; `SoloCluster` (one process) and
+    `bot.redis_cluster.RedisCluster` (replicas on Redis) implement it. Store failures raise
+    `StoreError`."""
+
+    replica: str
+    ttl: float
+    shared: bool  # other replicas may exist
+
+    async def acquire(self, name: str) -> Lease | str:
+        """The lease `name` for this replica (renewed if it holds it already), or the id of
+        the replica holding it."""
+        ...
+
+    async def release(self, lease: Lease) -> None: ...
+
+    async def beat(self, leases: Sequence[Lease]) -> set[str]:
+        """Renew this replica's heartbeat and `leases`; the names of those it no longer holds."""
+        ...
+
+    async def relay(self, replica: str, payload: str) -> bool:
+        """Hand `payload` to `replica`; False when it is not alive (nothing was sent)."""
+        ...
+
+    async def relayed(self, wait: float) -> list[str]:
+        """What other replicas handed to this one, oldest first (waits up to `wait` seconds for
+        the first)."""
+        ...
+
+    async def dead_replicas(self) -> list[str]:
+        """Replicas that registered and whose heartbeat has expired."""
+        ...
+
+    async def alive(self) -> list[str]:
+        """The live replicas' ids, sorted (this one included once it has beaten)."""
+        ...
+
+    async def adopt(self, dead: str) -> list[str]:
+        """Take what was relayed to the dead replica `dead` (oldest first), and forget it;
+        another replica calling this at once gets nothing."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class SoloCluster:
+    """One process: every lease is granted, nothing is relayed, nobody else can die."""
+
+    shared = False
+
+    def __init__(self, replica: str, ttl: float) -> None:
+        self.replica = replica
+        self.ttl = ttl
+        self._tokens: dict[str, int] = {}
+
+    async def acquire(self, name: str) -> Lease | str:
+        token = self._tokens.get(name)
+        if token is None:
+            token = self._tokens[name] = 1
+        return Lease(name, token)
+
+    async def release(self, lease: Lease) -> None:
+        self._tokens.pop(lease.name, None)
+
+    async def beat(self, leases: Sequence[Lease]) -> set[str]:
+        return set()
+
+    async def relay(self, replica: str, payload: str) -> bool:
+        return False
+
+    async def relayed(self, wait: float) -> list[str]:
+        return []
+
+    async def dead_replicas(self) -> list[str]:
+        return []
+
+    async def alive(self) -> list[str]:
+        return [self.replica]
+
+    async def adopt(self, dead: str) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+class SurfaceLeases:
+    """`surfaces.base.ClusterLeases` on a `Cluster`: named leases for a surface's singletons
+    (the Telegram poller, Discord shards), kept apart from conversations' by their prefix."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self.replica = cluster.replica
+        self.ttl = cluster.ttl
+
+    async def hold(self, name: str) -> bool:
+        try:
+            return isinstance(await self._cluster.acquire("surface:" + name), Lease)
+        except StoreError as exc:
+            raise LeasesUnavailable(exc.reason) from exc
+
+    async def let_go(self, name: str) -> None:
+        try:
+            await self._cluster.release(Lease("surface:" + name, 0))
+        except StoreError as exc:
+            raise LeasesUnavailable(exc.reason) from exc
+
+    async def replicas(self) -> list[str]:
+        try:
+            return await self._cluster.alive()
+        except StoreError as exc:
+            raise LeasesUnavailable(exc.reason) from exc
+
+
+# ---- relaying an event -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedEvent:
+    """An event another replica claimed and handed on. `files_left` counts the attachments
+    that could not travel with it (a platform file is fetched through the receiving replica's
+    own download handle, which does not cross processes)."""
+
+    event: Inbound | ChoiceAnswer
+    hops: int
+    files_left: int = 0
+
+
+def encode_event(event: Inbound | ChoiceAnswer, hops: int) -> str:
+    key = event.key
+    common = {
+        "key": [key.surface, key.chat, key.thread],
+        "user": [event.user.id, event.user.name],
+        "event_id": event.event_id,
+        "hops": hops,
+    }
+    if isinstance(event, ChoiceAnswer):
+        return json.dumps({"type": "choice", "token": event.token, **common})
+    return json.dumps({"type": "message", "text": event.text, "files": len(event.files), **common})
+
+
+def decode_event(payload: str) -> RelayedEvent | None:
+    """The event `encode_event` wrote; None (with a log line) for anything else: a payload in
+    the shared store is checked like any input."""
+    try:
+        data = json.loads(payload)
+        surface, chat, thread = (str(part) for part in data["key"])
+        user_id, user_name = (str(part) for part in data["user"])
+        key = ConversationKey(surface, chat, thread)
+        user = UserRef(user_id, user_name)
+        event_id, hops = str(data["event_id"]), int(data["hops"])
+        if data["type"] == "choice":
+            return RelayedEvent(ChoiceAnswer(key, user, str(data["token"]), event_id), hops)
+        if data["type"] == "message":
+            inbound = Inbound(key, user, str(data["text"]), event_id)
+            return RelayedEvent(inbound, hops, max(0, int(data["files"])))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("dropping a relayed event that cannot be read: %r", exc)
+        return None
+    log.warning("dropping a relayed event of unknown type")
+    return None
+
+
+def open_cluster(replica: str, ttl: float, store: object) -> Cluster:
+    """The coordination that fits `store`: `RedisCluster` on a Redis store (also one wrapped by
+    another store that exposes it as `inner`), else `SoloCluster`."""
+    from bot.redis_store import RedisStateStore  # the Redis client loads only for Redis
+
+    inner = getattr(store, "inner", store)
+    if isinstance(inner, RedisStateStore):
+        from bot.redis_cluster import RedisCluster
+
+        return RedisCluster(inner, replica, ttl)
+    return SoloCluster(replica, ttl)
