@@ -28,6 +28,12 @@ def finals(c: Cluster, chat_id: int, text: str) -> int:
     return sum(1 for shown in c.chat_texts(chat_id) if text in shown)
 
 
+def streaming(c: Cluster, chat_id: int, text: str) -> bool:
+    """Whether a draft in the chat has shown `text` (the reply is streaming)."""
+    drafts = c.api.calls_to("sendMessageDraft", chat_id=chat_id)
+    return any(text in str(call.params.get("text")) for call in drafts)
+
+
 def slow(label: str, parts: int = 12, gap: float = 0.5) -> str:
     """A reply streamed for parts x gap seconds, ending in `<label> done`."""
     steps: list[dict[str, object]] = []
@@ -46,7 +52,7 @@ async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the
 
         await c.post_update(c.api.dm(ALICE, slow("long")))
         running = await c.wait_prompt("long-0")
-        await c.wait_for(lambda: c.api.calls_to("sendMessageDraft", chat_id=ALICE.id), "streaming")
+        await c.wait_for(lambda: streaming(c, ALICE.id, "long-0"), "the reply to stream")
         c.kill(running.replica)
 
         await c.wait_text(ALICE.id, RESTART_LEAD, timeout=40)
