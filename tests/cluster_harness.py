@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -173,6 +174,18 @@ class Cluster:
             os.kill(replica.proc.pid, signal.SIGKILL)
         replica.proc.wait(timeout=STOP_TIMEOUT)
 
+    async def stop(self, replica: Replica, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGTERM, as an orchestrator stops a replica; its exit status, or a `ClusterTimeout`
+        (and then SIGKILL) when it did not exit within `timeout` seconds."""
+        assert replica.proc is not None
+        replica.proc.send_signal(signal.SIGTERM)
+        try:
+            return await anyio.to_thread.run_sync(replica.proc.wait, timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(replica)
+            what = f"replica {replica.name} to exit on SIGTERM"
+            raise ClusterTimeout(what, timeout, self.logs()) from None
+
     def stop_redis(self) -> None:
         self.redis.stop()
 
@@ -313,11 +326,13 @@ class Cluster:
             for replica in self.replicas:
                 if replica.alive and replica.proc is not None:
                     replica.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT  # one bound for them all
             for replica in self.replicas:
                 if replica.proc is None:
                     continue
+                left = max(0.1, deadline - time.monotonic())
                 try:
-                    await anyio.to_thread.run_sync(replica.proc.wait, STOP_TIMEOUT)
+                    await anyio.to_thread.run_sync(replica.proc.wait, left)
                 except subprocess.TimeoutExpired:
                     replica.proc.kill()
                     replica.proc.wait()

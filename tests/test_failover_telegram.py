@@ -70,6 +70,22 @@ async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the
         assert finals(c, ALICE.id, RESTART_LEAD) == 1
 
 
+async def test_a_replica_stopped_with_sigterm_exits_and_another_replica_takes_its_conversation(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, "telegram", users=[ALICE]) as c:
+        await c.post_update(c.api.dm(ALICE, "before"))
+        await c.wait_text(ALICE.id, "Echo: before")
+        serving = (await c.wait_prompt("before")).replica
+        assert await c.stop(serving) == 0
+        await c.post_update(c.api.dm(ALICE, "after the stop"))
+        await c.wait_text(ALICE.id, "Echo: after the stop")
+        after = await c.wait_prompt("after the stop")
+        assert after.replica is not serving
+        assert after.session_id == c.prompts_containing("before")[0].session_id
+        assert RESTART_LEAD not in "\n".join(c.chat_texts(ALICE.id))  # nothing was cut off
+
+
 async def test_an_update_redelivered_to_another_replica_is_one_prompt_and_one_reply(
     tmp_path: Path,
 ) -> None:
