@@ -17,7 +17,7 @@ from tests.cluster_harness import Cluster, cluster
 from tests.conftest import script
 from tests.fakes.slack_api import Message, button_press, dm, envelope
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.anyio
 
 ALICE, CAROL = "UALICE", "UCAROL"
 MANY = [f"UPERSON{n}" for n in range(12)]
@@ -130,12 +130,18 @@ async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none
         c.stop_redis()
         await anyio.sleep(1.5)  # an outage, not an assertion: turns run on meanwhile
         c.start_redis()
-        for person in people:
-            await c.wait_slack_text(im(person), f"p{person} done", timeout=60)
+        await c.wait_for(
+            lambda: all(finals(c, p, f"p{p} done") for p in people),
+            "every reply the outage met to be delivered",
+            30,
+        )
         for person in people:
             await c.post_event(message(c, person, f"after the outage {person}"))
-        for person in people:
-            await c.wait_slack_text(im(person), f"Echo: after the outage {person}", timeout=60)
+        await c.wait_for(
+            lambda: all(finals(c, p, f"Echo: after the outage {p}") for p in people),
+            "every message after the outage to be answered",
+            30,
+        )
         for person in people:
             assert finals(c, person, f"p{person} done") == 1
             assert finals(c, person, f"Echo: after the outage {person}") == 1
@@ -151,7 +157,7 @@ async def test_many_conversations_over_three_replicas_are_answered_once_each_in_
         async def converse(person: str) -> None:
             for n in range(rounds):
                 await c.post_event(message(c, person, f"m{n} from {person}"))
-                await c.wait_slack_text(im(person), f"Echo: m{n} from {person}", timeout=60)
+                await c.wait_slack_text(im(person), f"Echo: m{n} from {person}", timeout=30)
 
         async with anyio.create_task_group() as group:
             for person in MANY:
