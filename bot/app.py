@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from acp import (
     AGENT_ERRORS,
@@ -397,6 +398,8 @@ class BotApp:
         """Events other replicas handed to this one, each conversation's in order."""
         self._relayed.open(self._task_group())
         while True:
+            # store calls are shielded: without this checkpoint a cancelled loop never ends
+            await anyio.lowlevel.checkpoint()
             try:
                 payloads = await self.cluster.relayed(RELAY_WAIT)
             except StoreError as exc:
