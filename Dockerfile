@@ -27,7 +27,8 @@ RUN python /tmp/install_agents.py /opt/agents
 
 FROM python:3.12-slim
 # tini is PID 1: it hands SIGTERM to switchboard and reaps the orphans an agent's children leave
-# (a Python PID 1 would keep them as zombies). Its version is the base's Debian release's own.
+# (a Python PID 1 would keep them as zombies). Unpinned (DL3008): the base's Debian release fixes
+# its version, and a pin would break the build at that release's next point update.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends tini \

@@ -128,11 +128,28 @@ def image() -> Iterator[str]:
         _docker("image", "rm", "--force", tag)
 
 
+@pytest.fixture(scope="module")
+def image_with_fake_agent(image: str) -> Iterator[str]:
+    """The image plus the scripted agent, copied in (a bind mount fails on a remote engine)."""
+    tag = "switchboard-test:fake-agent"
+    built = subprocess.run(
+        ["docker", "build", "-t", tag, "-f", "-", str(FAKE_AGENT.parent)],
+        input=f"FROM {image}\nCOPY fake_agent.py /opt/fake/fake_agent.py\n",
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    try:
+        yield tag
+    finally:
+        _docker("image", "rm", "--force", tag)
+
+
 def _run_in(image: str, *args: str) -> subprocess.CompletedProcess[str]:
     agent = "python /opt/fake/fake_agent.py --dialect generic --modes default"
     return _docker(
         *("run", "--rm", "--network", "none"),
-        *("-v", f"{FAKE_AGENT}:/opt/fake/fake_agent.py:ro"),
         *("-e", "SWITCHBOARD_AGENT=generic", "-e", f"SWITCHBOARD_AGENT_COMMAND={agent}"),
         image,
         *args,
@@ -145,14 +162,16 @@ def test_the_image_is_under_250_mb_without_agents(image: str) -> None:
     assert json.loads(size.stdout) < IMAGE_LIMIT
 
 
-def test_doctor_passes_in_the_image_against_the_scripted_agent(image: str) -> None:
-    result = _run_in(image, "doctor")
+def test_doctor_passes_in_the_image_against_the_scripted_agent(image_with_fake_agent: str) -> None:
+    result = _run_in(image_with_fake_agent, "doctor")
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"^ok +state store: /home/switchboard/state/state\.db", result.stdout, re.M)
 
 
-def test_ask_answers_in_the_image_as_a_non_root_user(image: str) -> None:
-    result = _run_in(image, "ask", "hello from the container")
+def test_ask_answers_in_the_image_as_a_non_root_user(
+    image: str, image_with_fake_agent: str
+) -> None:
+    result = _run_in(image_with_fake_agent, "ask", "hello from the container")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Echo: hello from the container\n"
     user = _docker("image", "inspect", "--format", "{{json .Config.User}}", image)
