@@ -322,6 +322,8 @@ class Settings(BaseSettings):
     tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
     reply_file_after: int = Field(default=0, ge=0, le=1000)  # messages; 0: never as a .md file
     state: str = Field(default_factory=_default_state_path)
+    # -- a shared store's outage (issue 16): each call waits this long for Redis to answer again --
+    state_wait: float = Field(default=10.0, ge=0, le=3600)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()
     # Files people attach (bot/attachments.py): per file, per message, which kinds.
