@@ -52,9 +52,10 @@ class OwnRedis:
             if self.tls
             else ["--port", str(self.port)]
         )
+        log = self.workdir / "redis.log"  # redis-server says what is wrong here, not on stderr
         command = [self.binary, *port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                   "--dir", str(self.workdir), *self.args]  # fmt: skip
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                   "--dir", str(self.workdir), "--logfile", str(log), *self.args]  # fmt: skip
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(host="127.0.0.1", port=self.port, ssl=self.tls, **self.client_args)  # type: ignore[arg-type]
         try:
             deadline = time.monotonic() + 20
@@ -64,8 +65,9 @@ class OwnRedis:
                     return
                 except redis.exceptions.ConnectionError:
                     if self.proc.poll() is not None or time.monotonic() > deadline:
-                        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                        pytest.fail(f"redis-server did not start: {err.strip()}")
+                        self.stop()
+                        said = log.read_text() if log.exists() else ""
+                        pytest.fail(f"redis-server did not start: {said.strip()[-2000:]}")
                     time.sleep(0.05)
         finally:
             client.close()
@@ -82,8 +84,6 @@ class OwnRedis:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
 
     def pause(self) -> None:
         """Still listening but silent, as a hung server or a dead link is: no answer."""
