@@ -148,19 +148,13 @@ class StoreError(Exception):
     def __init__(self, location: str, reason: str) -> None:
         self.location = location
         self.reason = reason
-        super().__init__(self._sentence())
-
-    def _sentence(self) -> str:
-        return f"The state store at {self.location} cannot be used: {self.reason}"
+        super().__init__(f"The state store at {location} cannot be used: {reason}")
 
 
 class StoreUnavailable(StoreError):
     """The state store cannot be reached or gave no answer in time, as distinct from an answer
     that refuses (a wrong password, a bad reply): worth waiting for, since it may come back.
     `location` is already redacted."""
-
-    def _sentence(self) -> str:
-        return f"The state store at {self.location} is unavailable: {self.reason}"
 
 
 class StateStore(Protocol):
