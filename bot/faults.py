@@ -2,6 +2,8 @@
 our own error types) ends only the turn or event it happened in. It is logged once at ERROR with
 breadcrumbs to find it by (surface, conversation, turn id, agent pid, the methods of the last
 frames) and the person is told in one sentence; the process and every other conversation go on.
+A `StoreUnavailable` (the shared state store did not answer within SWITCHBOARD_STATE_WAIT) is no
+bug: one WARNING line without a traceback, and a sentence asking to send the message again.
 
 The last `RECENT_FAULTS` faults are also kept in `recent_faults` (a bounded ring, redacted as the
 log is) for the operations view: what the person was told, the error class, the breadcrumbs and

@@ -23,12 +23,13 @@ from bot.faults import STORE_UNAVAILABLE, fault_sentence
 from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, JournalEntry, StoreUnavailable, open_store
 from bot.store_outage import OutageTolerantStore
+from config import load_settings
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, wait_for
 from tests.own_redis import OwnRedis
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 KEY = ConversationKey("telegram", "chat-1")
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -55,7 +56,7 @@ def wrapped(server: OwnRedis, wait: float = 0.5) -> OutageTolerantStore:
 async def test_a_finishing_turns_ledger_writes_return_during_an_outage_and_land_once_after(
     server: OwnRedis,
 ) -> None:
-    store = wrapped(server)
+    store = wrapped(server, wait=300)  # past the per-test timeout: an ending write must not wait
     try:
         await store.journal_open(JournalEntry("turn-1", KEY, "alice", time.time()), 3600)
         await store.journal_open(JournalEntry("turn-2", KEY, "alice", time.time()), 3600)
@@ -209,6 +210,26 @@ async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_l
         assert [e.entry_id for e in await store.ledger_pending()] == ["e-2", "e-3", "e-4"]
     finally:
         await store.aclose()
+
+
+async def test_what_is_still_kept_at_shutdown_is_named_in_an_error_line(
+    server: OwnRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="bot.store_outage")
+    store = wrapped(server)
+    server.stop()
+    await store.ledger_put(entry("e-1"))
+    await store.aclose()
+    lost = [r.getMessage() for r in caplog.records]
+    assert len(lost) == 1
+    assert "1 kept ledger writes are lost" in lost[0]
+    assert "ledger_put e-1" in lost[0]
+
+
+def test_state_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().state_wait == 10
+    monkeypatch.setenv("SWITCHBOARD_STATE_WAIT", "2.5")
+    assert load_settings().state_wait == 2.5
 
 
 def test_open_store_wraps_redis_with_the_wait_it_is_given() -> None:
