@@ -622,6 +622,9 @@ class BotApp:
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
+            keep_writing = getattr(self.store, "run", None)  # a store's own background writes
+            if keep_writing is not None:
+                tg.start_soon(keep_writing)
             await self._beat()  # registered before anything is relayed here
             await self._adopt_orphans()  # what an earlier process, or dead replicas, left
             self._starting = False

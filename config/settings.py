@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
-import socket
 import re
+import secrets
 import shlex
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
