@@ -5,6 +5,7 @@ of `telegram-poller:<bot id>` calls getUpdates, and a standby takes over when it
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -199,3 +200,41 @@ async def test_without_leases_the_adapter_polls_as_a_single_process_does(
             tg.cancel_scope.cancel()
     finally:
         await surface.close()
+
+
+async def test_in_webhook_mode_every_replica_receives_and_the_leases_are_unused(
+    api: TaggedBotApi, redis_url: str
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    settings = TelegramSettings(
+        token=api.token,
+        api_url=f"{api.url}/replica/hooked",
+        allowed_users=[str(ALICE.id)],
+        webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
+        webhook_secret="right-secret_123",
+        webhook_listen="127.0.0.1",
+        webhook_port=port,
+    )
+    surface = TelegramSurface(settings, **FAST)  # type: ignore[arg-type]
+    store = RedisStateStore(redis_url)
+    leases = CountingLeases(SurfaceLeases(RedisCluster(store, "hooked", TTL)))
+    surface.set_leases(leases)
+    got: list[Inbound | ChoiceAnswer] = []
+
+    async def on_event(event: Inbound | ChoiceAnswer) -> None:
+        got.append(event)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(surface.run, on_event)
+            update = api.take_update(api.dm(ALICE, "by webhook"))
+            assert await api.post_webhook(update, secret="right-secret_123") == 200
+            await wait_for(lambda: len(got) == 1, "the message")
+            assert not surface.polling and surface.connected
+            tg.cancel_scope.cancel()
+    finally:
+        await surface.close()
+        await store.aclose()
+    assert leases.names == [] and api.polls_by("hooked") == 0

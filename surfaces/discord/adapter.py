@@ -270,19 +270,21 @@ class DiscordSurface:
 
     async def _reshard(self, shards: frozenset[int]) -> frozenset[int]:
         """Connect exactly `shards`; the shards connected afterwards. Fewer: the others are
-        disconnected, the client stays. More: discord.py cannot add a shard to a connected
-        client, so a new one is logged in (sending moves to it), then the old one is closed
-        before the new one connects, so no shard is ever connected twice from here."""
+        disconnected, the client stays. More (or one to drop that is still connecting):
+        discord.py cannot change a connected client's shards, so a new client is logged in
+        (sending moves to it), then the old one is closed before the new one connects, so no
+        shard is ever connected twice from here."""
         client, now = self._client, self._shards
         if client is None or client.is_closed():
             return frozenset()
-        if shards <= now:
+        launched = set(client.shards) if isinstance(client, discord.AutoShardedClient) else set()
+        if shards <= now and (now - shards) <= launched:
             for shard in sorted(now - shards):
                 await disconnect_shard(client, shard)
             self._shards = shards
             return shards
         tg = self._tg
-        if tg is None:  # stopping: connect nothing more
+        if tg is None and shards:  # stopping: connect nothing more
             return now
         if not self._connecting:  # never connected yet: it reads its shard ids when it does
             cast(discord.AutoShardedClient, client).shard_ids = sorted(shards)
@@ -292,16 +294,18 @@ class DiscordSurface:
                 with anyio.fail_after(RESHARD_LOGIN_TIMEOUT):
                     await log_in(fresh, self.settings.token)
             except _RESHARD_FAILURES as exc:
-                log.warning("discord: could not restart the client for more shards: %s", exc)
+                log.warning("discord: could not restart the client for shards %s: %s", shards, exc)
                 await close_client(fresh)
                 return now
             log.info("discord: restarting the client with shards %s", sorted(shards))
             self._client = fresh
+            self._connecting = False
             await close_client(client)
             client = fresh
         self._shards = shards
-        self._connecting = True
-        tg.start_soon(stay_connected, client)
+        if shards and tg is not None:
+            self._connecting = True
+            tg.start_soon(stay_connected, client)
         return shards
 
     async def close(self) -> None:
