@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from acp import (
     AGENT_ERRORS,
@@ -397,6 +398,8 @@ class BotApp:
         """Events other replicas handed to this one, each conversation's in order."""
         self._relayed.open(self._task_group())
         while True:
+            # store calls are shielded: without this checkpoint a cancelled loop never ends
+            await anyio.lowlevel.checkpoint()
             try:
                 payloads = await self.cluster.relayed(RELAY_WAIT)
             except StoreError as exc:
@@ -619,6 +622,9 @@ class BotApp:
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
+            keep_writing = getattr(self.store, "run", None)  # a store's own background writes
+            if keep_writing is not None:
+                tg.start_soon(keep_writing)
             await self._beat()  # registered before anything is relayed here
             await self._adopt_orphans()  # what an earlier process, or dead replicas, left
             self._starting = False

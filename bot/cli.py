@@ -298,7 +298,7 @@ async def _serve(
     http: bool = False,
 ) -> None:
     install_loop_exception_handler()
-    store = open_store(settings.state)
+    store = open_store(settings.state, wait=settings.state_wait)
     try:
         app = BotApp(settings, store, AccessPolicy.from_settings(settings), opener=opener)
         async with anyio.create_task_group() as tg:
@@ -345,7 +345,7 @@ async def _doctor(settings: Settings) -> int:
 
 
 async def _audit(settings: Settings, since: float) -> int:
-    store = open_store(settings.state)
+    store = open_store(settings.state, wait=settings.state_wait)
     try:
         for record in await store.audit_since(since):
             print(as_line(record), flush=True)

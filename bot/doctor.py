@@ -114,7 +114,7 @@ def _start_failure(exc: AcpError | AcpRuntimeError) -> str:
 
 async def _store_check(settings: Settings) -> Check:
     try:
-        store = open_store(settings.state)
+        store = open_store(settings.state, wait=settings.state_wait)
         try:
             await store.check_writable()
         finally:

@@ -2,6 +2,8 @@
 our own error types) ends only the turn or event it happened in. It is logged once at ERROR with
 breadcrumbs to find it by (surface, conversation, turn id, agent pid, the methods of the last
 frames) and the person is told in one sentence; the process and every other conversation go on.
+A `StoreUnavailable` (the shared state store did not answer within SWITCHBOARD_STATE_WAIT) is no
+bug: one WARNING line without a traceback, and a sentence asking to send the message again.
 
 The last `RECENT_FAULTS` faults are also kept in `recent_faults` (a bounded ring, redacted as the
 log is) for the operations view: what the person was told, the error class, the breadcrumbs and
@@ -16,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from acp import AcpRuntime, redact
+from bot.store import StoreUnavailable
 from surfaces.base import ConversationKey
 
 log = logging.getLogger(__name__)
@@ -85,8 +88,16 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+STORE_UNAVAILABLE = (
+    "Switchboard cannot reach its state store right now; send your message again in a minute."
+)
+
+
 def fault_sentence(exc: BaseException) -> str:
-    name = type(_leaf(exc)).__name__
+    leaf = _leaf(exc)
+    if isinstance(leaf, StoreUnavailable):  # an outage, not a bug: nothing to look up
+        return STORE_UNAVAILABLE
+    name = type(leaf).__name__
     return (
         f"Something went wrong on Switchboard's side while answering ({name}); "
         "the details are in its log. Send your message again."
@@ -104,7 +115,12 @@ def log_fault(
     fields = {"surface": key.surface, "conversation": str(key), **crumbs}
     trail = " ".join(f"{name}={value}" for name, value in fields.items() if value)
     agent = runtime.breadcrumbs() if runtime is not None else "agent=none"
-    log.error("unexpected fault while %s [%s %s]", doing, trail, agent, exc_info=exc)
+    if isinstance(_leaf(exc), StoreUnavailable):  # expected while Redis is away: no traceback
+        log.warning(
+            "the state store is unavailable while %s [%s %s]: %s", doing, trail, agent, _leaf(exc)
+        )
+    else:
+        log.error("unexpected fault while %s [%s %s]", doing, trail, agent, exc_info=exc)
     tail = runtime.stderr.text(max_lines=_STDERR_LINES) if runtime is not None else ""
     recent_faults.add(
         FaultRecord(

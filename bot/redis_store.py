@@ -14,14 +14,20 @@ Scripts write before they delete: Redis does not roll a script back, so a write 
 key of the wrong type) stops the script before anything is removed, e.g. `ledger_put` leaves the
 turn it would close open.
 
-Failures are translated once, here: redis-py's errors and socket errors become `StoreError`, whose
-location is the URL with its password replaced by `***`.
+Failures are translated once, here (`_translated`): no answer (refused, reset, timed out) becomes
+`StoreUnavailable`, worth waiting for (bot/store_outage.py does); a refused password, an untrusted
+TLS certificate or a bad reply become `StoreError`. Either's location is the URL with its password
+replaced by `***`, and no reason quotes redis-py's text where it could hold the URL. redis-py
+reconnects by itself: a failed connection is dropped from the pool and the next call opens a new
+one; its own retries are cut to one immediate retry on a fresh connection (a pooled connection a
+restarted server closed), so a call's time is bounded by `TIMEOUT` and the outage policy is ours.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -30,6 +36,10 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
+from redis.exceptions import AuthenticationWrongNumberOfArgsError as RedisAuthArgsError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -43,6 +53,7 @@ from bot.store import (
     LeaseLost,
     SessionRecord,
     StoreError,
+    StoreUnavailable,
 )
 
 __all__ = ["PREFIX", "RedisStateStore", "redacted_url"]
@@ -261,6 +272,7 @@ class RedisStateStore:
                     self._url,
                     socket_timeout=TIMEOUT,
                     socket_connect_timeout=TIMEOUT,
+                    retry=_one_fresh_connection(),
                     decode_responses=True,
                 )
             except ValueError:  # a malformed URL; its text may quote the password, so not shown
@@ -276,18 +288,11 @@ class RedisStateStore:
         with anyio.CancelScope(shield=True):
             try:
                 result = await op(client)
-            except (
-                RedisConnectionError,
-                RedisTimeoutError,
-                OSError,
-            ) as exc:
-                error = StoreError(
-                    self.location,
-                    "the Redis server cannot be reached; check SWITCHBOARD_STATE",
-                )
+            except Exception as exc:
+                error = _translated(exc, self.location)
+                if error is exc:
+                    raise
                 raise error from exc
-            except redis.exceptions.RedisError as exc:
-                raise StoreError(self.location, _reason(exc)) from exc
         return result
 
     async def _script(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -621,3 +626,44 @@ def _audit(member: object) -> AuditRecord:
 
 def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+# -- connection plumbing: retries, and redis-py's errors as ours -----------------------------
+
+
+def _one_fresh_connection() -> Retry:
+    """redis-py's retry policy for our client: a connection error is retried once at once (on a
+    new connection), a timeout never, so no call waits more than about `TIMEOUT` twice."""
+    return Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+
+
+def _untrusted_certificate(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
+
+
+def _translated(exc: Exception, location: str) -> Exception:
+    """One of redis-py's (or the socket's) errors as a `StoreError`; anything else unchanged."""
+    if isinstance(exc, (RedisAuthenticationError, RedisAuthArgsError)):
+        return StoreError(
+            location, "Redis refused the user name or password given in SWITCHBOARD_STATE"
+        )
+    if isinstance(exc, (RedisConnectionError, OSError)) and _untrusted_certificate(exc):
+        return StoreError(
+            location,
+            "the Redis server's TLS certificate is not trusted;"
+            " give its CA in SWITCHBOARD_STATE as ?ssl_ca_certs=/path",
+        )
+    if isinstance(exc, RedisTimeoutError):
+        return StoreUnavailable(location, f"the Redis server gave no answer within {TIMEOUT:g} s")
+    if isinstance(exc, (RedisConnectionError, OSError)):
+        return StoreUnavailable(
+            location, "the Redis server cannot be reached; check SWITCHBOARD_STATE"
+        )
+    if isinstance(exc, redis.exceptions.RedisError):
+        return StoreError(location, _reason(exc))
+    return exc

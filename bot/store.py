@@ -60,6 +60,7 @@ __all__ = [
     "SqliteStateStore",
     "StateStore",
     "StoreError",
+    "StoreUnavailable",
     "open_store",
 ]
 
@@ -68,6 +69,7 @@ T = TypeVar("T")
 PURGE_INTERVAL = 60.0  # seconds between sweeps of expired de-duplication keys and approvals
 BUSY_TIMEOUT = 5.0  # seconds to wait for another process (e.g. `switchboard doctor`) to commit
 MAX_SESSION_HISTORY = 20  # agent sessions remembered per conversation (the least recent go)
+DEFAULT_STATE_WAIT = 10.0  # seconds a Redis outage is waited out (SWITCHBOARD_STATE_WAIT's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,12 @@ class LeaseLost(StoreError):
     def __init__(self, location: str, key: ConversationKey) -> None:
         self.key = key
         super().__init__(location, f"another replica now serves {key}")
+
+
+class StoreUnavailable(StoreError):
+    """The state store cannot be reached or gave no answer in time, as distinct from an answer
+    that refuses (a wrong password, a bad reply): worth waiting for, since it may come back.
+    `location` is already redacted."""
 
 
 class StateStore(Protocol):
@@ -808,15 +816,19 @@ def _details(text: str) -> dict[str, str]:
     return {str(name): str(item) for name, item in value.items()}
 
 
-def open_store(location: str) -> StateStore:
+def open_store(location: str, *, wait: float = DEFAULT_STATE_WAIT) -> StateStore:
     """The store named by the `state` setting: a path, `sqlite:///path` (`sqlite:////abs/path`
     for an absolute path, as in SQLAlchemy), `:memory:`, or `redis://host:port/db` (`rediss://`
-    for TLS; a password as `redis://:password@host`), the shared store of bot/redis_store.py.
-    Nothing is opened until first use."""
+    for TLS, its CA as `?ssl_ca_certs=/path`; a password as `redis://:password@host`), the shared
+    store of bot/redis_store.py, behind `OutageTolerantStore` (bot/store_outage.py): a Redis
+    outage of up to `wait` seconds (`SWITCHBOARD_STATE_WAIT`) is waited out. Nothing is opened
+    until first use."""
     if location.startswith(("redis://", "rediss://")):
-        from bot.redis_store import RedisStateStore  # it builds on this module's records
+        # Both build on this module's records, hence imported here.
+        from bot.redis_store import RedisStateStore
+        from bot.store_outage import OutageTolerantStore
 
-        return RedisStateStore(location)
+        return OutageTolerantStore(RedisStateStore(location), wait=wait)
     if location.startswith("sqlite:///"):
         location = location.removeprefix("sqlite:///")
     elif "://" in location:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
-import socket
 import re
+import secrets
 import shlex
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -335,6 +335,8 @@ class Settings(BaseSettings):
         default_factory=_default_replica_id, min_length=1, max_length=100, pattern=r"^[\w.-]+$"
     )
     lease_ttl: float = Field(default=10.0, ge=1.0, le=300.0)  # seconds; renewed every third
+    # -- a shared store's outage (issue 16): each call waits this long for Redis to answer again --
+    state_wait: float = Field(default=10.0, ge=0, le=3600)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     retry: RetrySettings = RetrySettings()
     # Files people attach (bot/attachments.py): per file, per message, which kinds.

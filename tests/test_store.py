@@ -30,6 +30,7 @@ from bot.store import (
     StoreError,
     open_store,
 )
+from bot.store_outage import OutageTolerantStore
 from config import ConfigError
 from tests.store_backends import Backend
 
@@ -475,8 +476,9 @@ def test_open_store_on_redis_gives_the_redis_store_with_the_password_redacted(
     location: str, shown: str
 ) -> None:
     store = open_store(location)
-    assert isinstance(store, RedisStateStore)
-    assert store.location == shown == redacted_url(location)
+    assert isinstance(store, OutageTolerantStore)  # bot/store_outage.py: outages waited out
+    assert isinstance(store.inner, RedisStateStore)
+    assert store.location == store.inner.location == shown == redacted_url(location)
 
 
 @pytest.mark.anyio

@@ -35,10 +35,12 @@ import anyio
 import anyio.abc
 import yarl
 
+from config import ConfigError
 from config.settings import DiscordSettings
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
+    ClusterLeases,
     ConversationKey,
     Inbound,
     IncomingFile,
@@ -67,9 +69,11 @@ from surfaces.discord.convert import (
 from surfaces.discord.errors import EDITS, FILES, REST, SDK_FAILURES
 from surfaces.discord.files import CDN_HOSTS, UPLOAD_LIMIT, incoming_files, too_large, upload
 from surfaces.discord.gateway import (
+    CLOSE_TIMEOUT,
     NO_MENTIONS,
     build_client,
     close_client,
+    disconnect_shard,
     log_in,
     stay_connected,
     sync_commands,
@@ -85,6 +89,7 @@ from surfaces.discord.interactions import (
 from surfaces.discord.interactions import buttons as button_row
 from surfaces.discord.places import NAME, Places, conversation_key
 from surfaces.discord.sdk import discord
+from surfaces.discord.shards import ShardLeases
 from surfaces.discord.spending import Spending
 from surfaces.errors import FileRefused, SendFailed
 from surfaces.lanes import Lanes
@@ -93,6 +98,7 @@ from surfaces.text import ellipsize
 log = logging.getLogger(__name__)
 
 COMMAND_SYNC_TIMEOUT = 10.0
+RESHARD_LOGIN_TIMEOUT = 15.0  # a new client's log-in, when this replica takes more shards
 MENU_COALESCE = 2.0  # seconds an agent command update waits for the rest of its burst
 CAPTION_CHARS = 500  # a file's caption: a line, not a message
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
@@ -100,6 +106,13 @@ GUILDS_REMEMBERED = 10_000  # conversations whose guild is known without a cache
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
 # Why a thread may not open (ValueError: a name discord.py refuses); the channel answers instead.
 _THREAD_FAILURES: tuple[type[Exception], ...] = (*SDK_FAILURES, ValueError)
+# Why a new client for more shards may not log in (the old one then keeps its shards).
+_RESHARD_FAILURES: tuple[type[Exception], ...] = (
+    *SDK_FAILURES,
+    TimeoutError,
+    ConfigError,
+    SendFailed,
+)
 
 
 @dataclass(eq=False)
@@ -159,6 +172,10 @@ class DiscordSurface:
             self._deliver, failure="the bot failed on a Discord event in %s", logger=log
         )
         self._client: discord.Client | None = None
+        self._leases: ClusterLeases | None = None
+        self._shard_leases: ShardLeases | None = None
+        self._shards: frozenset[int] = frozenset()  # connected, with shard leases
+        self._connecting = False  # the client's gateway connection was started
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._receiving = False
@@ -189,11 +206,9 @@ class DiscordSurface:
     ) -> None:
         """Log in, sync the slash commands, then receive until cancelled. The client stays open
         after a cancel, for the bot's last replies; `close()` ends it."""
-        client = self._client = build_client(
-            self.settings,
-            guild_ready_timeout=self._guild_ready_timeout,
-            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
-        )
+        leases = self._leases
+        # With shard leases the client starts with no shard: `shards.py` says which to connect.
+        client = self._client = self._new_client(None if leases is None else ())
         self._on_event = on_event
         tame_reconnect_logs()
         try:
@@ -202,10 +217,14 @@ class DiscordSurface:
                 self._tg = tg
                 self._lanes.open(tg)
                 self._receiving = True
-                tg.start_soon(stay_connected, client)
+                if leases is None:
+                    tg.start_soon(stay_connected, client)
+                    self._connecting = True
                 with anyio.move_on_after(COMMAND_SYNC_TIMEOUT):
                     await sync_commands(client, self._commands)
-                tg.start_soon(self._menus.publish, client, self._our_names, self._spend_slot)
+                tg.start_soon(self._menus.publish, self._current, self._our_names, self._spend_slot)
+                if leases is not None:
+                    tg.start_soon(self._follow_shard_leases, leases, client)
                 task_status.started()
         except anyio.get_cancelled_exc_class():
             raise
@@ -217,6 +236,77 @@ class DiscordSurface:
             self._receiving = False
             self._lanes.close()
             self._tg = None
+
+    def _new_client(self, shard_ids: Sequence[int] | None) -> discord.Client:
+        return build_client(
+            self.settings,
+            guild_ready_timeout=self._guild_ready_timeout,
+            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
+            shard_ids=shard_ids,
+        )
+
+    def _current(self) -> discord.Client | None:
+        return self._client
+
+    def set_leases(self, leases: ClusterLeases) -> None:
+        """Several replicas share this bot: each connects only the shards whose lease it holds
+        (`shards.py`); shard_count 0 counts as one shard."""
+        self._leases = leases
+
+    async def _follow_shard_leases(self, leases: ClusterLeases, client: discord.Client) -> None:
+        application = client.application_id
+        if application is None:  # discord.py learns it at log-in; without it no lease name
+            log.error("discord: no application id after the log-in; connecting no shard")
+            return
+        shards = ShardLeases(
+            leases,
+            application,
+            max(1, self.settings.shard_count),
+            connect=self._reshard,
+            stop_timeout=CLOSE_TIMEOUT,
+        )
+        self._shard_leases = shards
+        await shards.run()
+
+    async def _reshard(self, shards: frozenset[int]) -> frozenset[int]:
+        """Connect exactly `shards`; the shards connected afterwards. Fewer: the others are
+        disconnected, the client stays. More (or one to drop that is still connecting):
+        discord.py cannot change a connected client's shards, so a new client is logged in
+        (sending moves to it), then the old one is closed before the new one connects, so no
+        shard is ever connected twice from here."""
+        client, now = self._client, self._shards
+        if client is None or client.is_closed():
+            return frozenset()
+        launched = set(client.shards) if isinstance(client, discord.AutoShardedClient) else set()
+        if shards <= now and (now - shards) <= launched:
+            for shard in sorted(now - shards):
+                await disconnect_shard(client, shard)
+            self._shards = shards
+            return shards
+        tg = self._tg
+        if tg is None and shards:  # stopping: connect nothing more
+            return now
+        if not self._connecting:  # never connected yet: it reads its shard ids when it does
+            cast(discord.AutoShardedClient, client).shard_ids = sorted(shards)
+        else:
+            fresh = self._new_client(sorted(shards))
+            try:
+                with anyio.fail_after(RESHARD_LOGIN_TIMEOUT):
+                    await log_in(fresh, self.settings.token)
+            except _RESHARD_FAILURES as exc:
+                log.warning("discord: could not restart the client for shards %s: %s", shards, exc)
+                await close_client(fresh)
+                return now
+            log.info("discord: restarting the client with shards %s", sorted(shards))
+            self._client = fresh
+            self._connecting = False
+            await close_client(client)
+            client = fresh
+        self._shards = shards
+        if shards and tg is not None:
+            self._connecting = True
+            tg.start_soon(stay_connected, client)
+        return shards
 
     async def close(self) -> None:
         self._receiving = False
@@ -230,8 +320,17 @@ class DiscordSurface:
 
     @property
     def connected(self) -> bool:
-        """What the bot's /readyz reads (a surface without it counts as connected)."""
+        """What the bot's /readyz reads (a surface without it counts as connected). With shard
+        leases a replica holding no shard is connected once logged in: it is healthy, and
+        sends what the bot asks of it."""
+        if self._leases is not None and not self._shards:
+            return self._me() != 0 and self._client is not None and not self._client.is_closed()
         return self.is_ready()
+
+    @property
+    def shards(self) -> frozenset[int]:
+        """The shards this replica connects (with shard leases; else empty)."""
+        return self._shards
 
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_message(self, message: discord.Message) -> None:

@@ -126,18 +126,22 @@ class AgentMenus:
 
     async def publish(
         self,
-        client: discord.Client,
+        client_of: Callable[[], discord.Client | None],
         ours: Callable[[], Collection[str]],
         spend: Callable[[], Awaitable[None]],
     ) -> None:
-        """Publish each changed guild's set, until cancelled; `ours` names our commands, and
-        `spend` waits for a slot of the global budget before each call."""
+        """Publish each changed guild's set, until cancelled, through the client `client_of`
+        gives then (with shard leases the client may be replaced); `ours` names our commands,
+        and `spend` waits for a slot of the global budget before each call."""
         while True:
             await self._changed.wait()
             await anyio.sleep(self._coalesce)  # later updates of the burst join this call
             self._changed = anyio.Event()
             dirty, self._dirty = self._dirty, set()
             for guild in sorted(dirty):
+                client = client_of()
+                if client is None:
+                    return
                 await self._publish_guild(client, guild, ours(), spend)
 
     async def _publish_guild(

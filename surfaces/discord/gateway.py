@@ -2,9 +2,12 @@
 connected to the gateway, given the slash commands, and closed.
 
 One client serves the whole bot. With `shard_count` set it is an `AutoShardedClient` that opens
-one gateway session per shard; otherwise a plain `Client` with one session. It reads only what
-the bot needs (guilds for the channel and thread cache, guild and DM messages, and message content,
-a privileged intent enabled in the Developer Portal), caches no messages, and chunks no members.
+one gateway session per shard; otherwise a plain `Client` with one session. Among replicas
+(`shards.py`) it is an `AutoShardedClient` of the shards this replica holds; discord.py cannot
+add a shard to a connected client, so the adapter replaces the client to take more. It reads
+only what the bot needs (guilds for the channel and thread cache, guild and DM messages, and
+message content, a privileged intent enabled in the Developer Portal), caches no messages, and
+chunks no members.
 discord.py reconnects and resumes the gateway by itself; the ERROR records it logs on the way are
 turned into one WARNING line each (`tame_reconnect_logs`).
 
@@ -32,6 +35,7 @@ __all__ = [
     "NO_MENTIONS",
     "build_client",
     "close_client",
+    "disconnect_shard",
     "log_in",
     "rebase",
     "stay_connected",
@@ -70,10 +74,15 @@ def rebase(url: str, base: str) -> str:
 
 
 def build_client(
-    settings: DiscordSettings, *, guild_ready_timeout: float, handlers: dict[str, Handler]
+    settings: DiscordSettings,
+    *,
+    guild_ready_timeout: float,
+    handlers: dict[str, Handler],
+    shard_ids: Sequence[int] | None = None,
 ) -> discord.Client:
     """A client for `settings`, its events (`on_message`, ...) going to `handlers`; it logs
-    its connections itself."""
+    its connections itself. With `shard_ids` (shard leases, `shards.py`) it connects only
+    those shards of `max(1, shard_count)`."""
     # Voice is never used: no start-up warnings about its optional libraries.
     discord.VoiceClient.warn_nacl = False
     discord.VoiceClient.warn_dave = False
@@ -91,7 +100,11 @@ def build_client(
         "max_ratelimit_timeout": MAX_RATELIMIT_WAIT,
     }
     client: discord.Client
-    if settings.shard_count > 0:
+    if shard_ids is not None:
+        client = discord.AutoShardedClient(
+            shard_ids=list(shard_ids), shard_count=max(1, settings.shard_count), **options
+        )
+    elif settings.shard_count > 0:
         client = discord.AutoShardedClient(shard_count=settings.shard_count, **options)
     else:
         client = discord.Client(**options)
@@ -165,6 +178,14 @@ async def sync_commands(client: discord.Client, commands: Sequence[tuple[str, st
         await client.http.bulk_upsert_global_commands(application, cast(Any, payload))
     except SDK_FAILURES as exc:
         log.warning("could not register the slash commands (! commands still work): %s", exc)
+
+
+async def disconnect_shard(client: discord.Client, shard: int) -> None:
+    """Close one shard's gateway session; the client (and its REST side) stays open."""
+    info = client.get_shard(shard) if isinstance(client, discord.AutoShardedClient) else None
+    if info is not None:
+        with anyio.move_on_after(CLOSE_TIMEOUT):
+            await info.disconnect()
 
 
 async def close_client(client: discord.Client) -> None:

@@ -3,7 +3,8 @@
 commands in each chat's menu), `webhook.py` and `errors.py`, the only code that imports
 `telegram`.
 
-Receiving: long polling by default; webhook mode (`webhook.py`) when a webhook URL is set. PTB
+Receiving: long polling by default (among replicas, only the one holding the poller lease
+polls: `poller.py`); webhook mode (`webhook.py`) when a webhook URL is set. PTB
 hands updates over concurrently; one lane per conversation (`surfaces.lanes`) hands one chat's
 messages to the bot in order while other chats go on at the same time. Button presses skip the
 lanes: they must be answered at once, and the bot takes them whatever else the chat is doing.
@@ -35,6 +36,7 @@ from config.settings import TelegramSettings
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
+    ClusterLeases,
     ConversationKey,
     Inbound,
     IncomingFile,
@@ -73,6 +75,7 @@ from surfaces.telegram.files import (
 )
 from surfaces.telegram.menus import AgentMenus
 from surfaces.telegram.messages import MessageCalls
+from surfaces.telegram.poller import PollerLease, poller_lease_name
 from surfaces.telegram.previews import LivePreviews
 from surfaces.telegram.webhook import ALLOWED_UPDATES, Webhook
 
@@ -155,6 +158,8 @@ class TelegramSurface:
         self._ready = False
         self._connect_lock = anyio.Lock()
         self._handler_added = False
+        self._leases: ClusterLeases | None = None
+        self._poller: PollerLease | None = None
 
     def _group_window(self, chat: str) -> GroupWindow | None:
         """Groups (negative ids) allow 20 messages a minute; private chats have no window."""
@@ -234,16 +239,13 @@ class TelegramSurface:
                 await app.start()
                 if self.settings.webhook_url:
                     await self._webhook.start(await self._bot())
-                else:
-                    assert app.updater is not None  # built with one, outside webhook mode
-                    await app.updater.start_polling(
-                        timeout=timedelta(seconds=self._poll_timeout),
-                        allowed_updates=ALLOWED_UPDATES,
-                        error_callback=log_polling_fault,
-                    )
+                elif self._leases is None:
+                    await self._start_polling()
                 tg.start_soon(self._register_commands)
                 log.info("telegram: receiving as @%s", self._me.username)
                 task_status.started()
+                if self._leases is not None and not self.settings.webhook_url:
+                    await self._poll_with_lease(self._leases)
                 await anyio.sleep_forever()
             finally:
                 self._tg = None  # nothing new is started from here on
@@ -253,6 +255,53 @@ class TelegramSurface:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
                     await self._stop_receiving()
                 tg.cancel_scope.cancel()
+
+    def set_leases(self, leases: ClusterLeases) -> None:
+        """Several replicas share this bot: in long polling, only the holder of the poller
+        lease polls (`poller.py`); in webhook mode every replica receives, so they are unused."""
+        self._leases = leases
+
+    async def _poll_with_lease(self, leases: ClusterLeases) -> None:
+        """Until cancelled: poll while this replica holds the poller lease, else stand by."""
+        name = poller_lease_name(self._me.id)
+        poller = PollerLease(
+            leases,
+            name,
+            start=self._start_polling,
+            stop=self._stop_polling,
+            stop_timeout=self._shutdown_timeout,
+        )
+        self._poller = poller
+        log.info("telegram: polling only while this replica holds %s", name)
+        await poller.run()
+
+    async def _start_polling(self) -> None:
+        updater = self.app.updater
+        assert updater is not None  # built with one, outside webhook mode
+        await BOT_API.call(
+            updater.start_polling(
+                timeout=timedelta(seconds=self._poll_timeout),
+                allowed_updates=ALLOWED_UPDATES,
+                error_callback=log_polling_fault,
+            )
+        )
+
+    async def _stop_polling(self) -> None:
+        """PTB confirms the offset of what it fetched on the way out, so whoever polls next
+        does not receive it again."""
+        updater = self.app.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+
+    @property
+    def polling(self) -> bool:
+        """Whether this replica calls getUpdates now (always, in long polling without leases)."""
+        if self.settings.webhook_url:
+            return False
+        if self._poller is not None:
+            return self._poller.polling
+        updater = self.app.updater
+        return updater is not None and updater.running
 
     async def _stop_receiving(self) -> None:
         updater = self.app.updater
@@ -305,7 +354,8 @@ class TelegramSurface:
     @property
     def connected(self) -> bool:
         """Signed in to the Bot API (what the bot's /readyz reads; PTB retries a lost poll on
-        its own, so this stays true through a network blip)."""
+        its own, so this stays true through a network blip). A replica standing by for the
+        poller lease is connected too: it is healthy, and sends whatever the bot asks of it."""
         return self._ready
 
     # ---- inbound -------------------------------------------------------------------------------

@@ -1,0 +1,309 @@
+"""A shared store's outage (issue 16, "Redis unavailable"): `OutageTolerantStore` wraps any
+`StateStore` so that a store which cannot be reached for a while does not break conversations.
+
+- Every call that fails with `StoreUnavailable` is tried again with backoff for at most `wait`
+  seconds (`SWITCHBOARD_STATE_WAIT`), then `StoreUnavailable` is raised: a new event waits, then
+  is answered with one sentence (bot/faults.py). A try that is under way when the time is up
+  still finishes, so the bound is `wait` plus one call's own timeout.
+- The writes that end a turn (`ledger_put`, `ledger_done`, `ledger_attempted`, `journal_close`)
+  never fail the reply: when the store does not answer they are kept here, in order, and written
+  when it answers again, so the final reply is delivered now and reaches the ledger later. Once
+  one is kept, the next ones queue behind it (the order is what makes replaying them right: a
+  `ledger_put` then its `ledger_done`). Kept writes are bounded (`KEEP_LIMIT`; the oldest goes,
+  with an ERROR line).
+- Kept writes are written by `run()` (a loop the app's task group may own) and otherwise by the
+  next call the store answers, whichever comes first; never twice, since one writer at a time
+  takes them from the front and each is an upsert or a delete by id.
+- `ledger_pending` and `journal_open_turns` read the store and then apply what is kept, so they
+  answer as if the kept writes had been made.
+- `check_writable` is tried once: /readyz reports the outage instead of waiting it out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, TypeVar
+
+import anyio
+
+from bot.conversation import Binding, ConversationKey
+from bot.store import (
+    DEFAULT_STATE_WAIT,
+    ApprovalRecord,
+    AuditRecord,
+    DeliveryEntry,
+    JournalEntry,
+    SessionRecord,
+    StateStore,
+    StoreError,
+    StoreUnavailable,
+)
+
+__all__ = ["KEEP_LIMIT", "OutageTolerantStore"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+KEEP_LIMIT = 10_000  # ledger writes kept while the store is away; past it the oldest is dropped
+FIRST_DELAY = 0.05  # seconds before the first retry; doubling
+MAX_DELAY = 1.0  # seconds between retries at most
+
+_Kind = Literal["ledger_put", "ledger_done", "ledger_attempted", "journal_close"]
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptWrite:
+    """One write of a turn that is ending, not yet in the store."""
+
+    kind: _Kind
+    entry_id: str = ""
+    entry: DeliveryEntry | None = None
+    turn_id: str = ""  # journal_close's turn, or the turn a ledger_put closes ("" for none)
+
+    async def apply(self, store: StateStore) -> None:
+        if self.kind == "ledger_put":
+            assert self.entry is not None
+            await store.ledger_put(self.entry, closes_turn=self.turn_id or None)
+        elif self.kind == "ledger_done":
+            await store.ledger_done(self.entry_id)
+        elif self.kind == "ledger_attempted":
+            await store.ledger_attempted(self.entry_id)
+        else:
+            await store.journal_close(self.turn_id)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.entry_id or self.turn_id}"
+
+
+class OutageTolerantStore:
+    """`StateStore` around `inner` that waits out an outage of up to `wait` seconds and keeps the
+    writes of ending turns until the store answers (see the module's doc)."""
+
+    def __init__(self, inner: StateStore, *, wait: float = DEFAULT_STATE_WAIT) -> None:
+        self.inner = inner
+        self.wait = wait
+        self.location: str = getattr(inner, "location", "the state store")
+        self._kept: deque[_KeptWrite] = deque()
+        self._flushing = False
+        self._kept_now: anyio.Event | None = None  # made in the event loop, by run()
+
+    @property
+    def kept(self) -> int:
+        """How many writes wait for the store to answer."""
+        return len(self._kept)
+
+    # -- the outage policy ------------------------------------------------------------------
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        deadline = anyio.current_time() + self.wait
+        delay = FIRST_DELAY
+        told = False
+        while True:
+            try:
+                result = await call()
+            except StoreUnavailable as exc:
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    raise StoreUnavailable(
+                        exc.location, f"{exc.reason} (waited {self.wait:g} s)"
+                    ) from exc
+                if not told:
+                    log.warning(
+                        "the state store is unavailable (%s); waiting up to %g s",
+                        exc.reason,
+                        self.wait,
+                    )
+                    told = True
+                await anyio.sleep(min(delay, left))
+                delay = min(delay * 2, MAX_DELAY)
+                continue
+            await self._answered()
+            return result
+
+    async def _answered(self) -> None:
+        """The store answered: write what is kept now, unless someone already is."""
+        if self._kept and not self._flushing:
+            await self._flush()
+
+    async def _ending(self, write: _KeptWrite) -> None:
+        """A write of a turn that is ending: made now if the store answers, else kept."""
+        if not self._kept:
+            try:
+                await write.apply(self.inner)
+            except StoreUnavailable as exc:
+                log.warning(
+                    "the state store is unavailable (%s); keeping the turn's ledger writes"
+                    " until it answers",
+                    exc.reason,
+                )
+            else:
+                return
+        self._keep(write)
+
+    def _keep(self, write: _KeptWrite) -> None:
+        if len(self._kept) >= KEEP_LIMIT:
+            lost = self._kept.popleft()
+            log.error(
+                "the state store has been unavailable too long: %d ledger writes are kept,"
+                " the oldest (%s) is dropped",
+                KEEP_LIMIT,
+                lost.describe(),
+            )
+        self._kept.append(write)
+        if self._kept_now is not None:
+            self._kept_now.set()
+
+    async def _flush(self) -> bool:
+        """Write what is kept, oldest first, until the store stops answering; True when all of
+        it is written. One writer at a time, so nothing is written twice."""
+        if self._flushing:
+            return False
+        self._flushing = True
+        written = 0
+        try:
+            while self._kept:
+                write = self._kept[0]
+                # Shielded with the pop: a write made but still kept would be made again.
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await write.apply(self.inner)
+                    except StoreUnavailable:
+                        return False
+                    except StoreError as exc:  # the store answered no: this write cannot be made
+                        log.error("a kept ledger write (%s) failed: %s", write.describe(), exc)
+                    if self._kept and self._kept[0] is write:  # not dropped for room meanwhile
+                        self._kept.popleft()
+                written += 1
+            return True
+        finally:
+            self._flushing = False
+            if written:
+                log.warning("the state store answers again: %d kept ledger writes made", written)
+
+    async def run(self) -> None:
+        """Write kept writes whenever there are some, retrying with backoff; runs until
+        cancelled. Optional: without it they are written by the next call the store answers."""
+        while True:
+            self._kept_now = anyio.Event()
+            if not self._kept:
+                await self._kept_now.wait()
+            delay = FIRST_DELAY
+            while self._kept and not await self._flush():
+                await anyio.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY)
+
+    # -- bindings, places, de-duplication, approvals ----------------------------------------
+
+    async def get_binding(self, key: ConversationKey) -> Binding | None:
+        return await self._patiently(lambda: self.inner.get_binding(key))
+
+    async def put_binding(self, key: ConversationKey, binding: Binding) -> None:
+        await self._patiently(lambda: self.inner.put_binding(key, binding))
+
+    async def delete_binding(self, key: ConversationKey) -> None:
+        await self._patiently(lambda: self.inner.delete_binding(key))
+
+    async def get_place(self, place: ConversationKey) -> str | None:
+        return await self._patiently(lambda: self.inner.get_place(place))
+
+    async def put_place(self, place: ConversationKey, project: str) -> None:
+        await self._patiently(lambda: self.inner.put_place(place, project))
+
+    async def delete_place(self, place: ConversationKey) -> None:
+        await self._patiently(lambda: self.inner.delete_place(place))
+
+    async def claim_event(self, event_key: str, ttl: float) -> bool:
+        return await self._patiently(lambda: self.inner.claim_event(event_key, ttl))
+
+    async def put_approvals(self, records: Sequence[ApprovalRecord], ttl: float) -> None:
+        await self._patiently(lambda: self.inner.put_approvals(records, ttl))
+
+    async def take_approval(self, token: str) -> ApprovalRecord | None:
+        return await self._patiently(lambda: self.inner.take_approval(token))
+
+    async def drop_approvals(self, group: str) -> None:
+        await self._patiently(lambda: self.inner.drop_approvals(group))
+
+    # -- the delivery ledger and the turn journal -------------------------------------------
+
+    async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:
+        await self._ending(_KeptWrite("ledger_put", entry.entry_id, entry, closes_turn or ""))
+
+    async def ledger_done(self, entry_id: str) -> None:
+        await self._ending(_KeptWrite("ledger_done", entry_id))
+
+    async def ledger_attempted(self, entry_id: str) -> None:
+        await self._ending(_KeptWrite("ledger_attempted", entry_id))
+
+    async def journal_close(self, turn_id: str) -> None:
+        await self._ending(_KeptWrite("journal_close", turn_id=turn_id))
+
+    async def ledger_pending(self) -> list[DeliveryEntry]:
+        kept = list(self._kept)  # before the read: the writes it cannot have seen yet
+        stored = await self._patiently(self.inner.ledger_pending)
+        entries = {entry.entry_id: entry for entry in stored}
+        for write in kept:
+            if write.kind == "ledger_put" and write.entry is not None:
+                entries[write.entry_id] = write.entry
+            elif write.kind == "ledger_done":
+                entries.pop(write.entry_id, None)
+            elif write.kind == "ledger_attempted" and write.entry_id in entries:
+                old = entries[write.entry_id]
+                entries[write.entry_id] = replace(old, attempts=old.attempts + 1)
+        return sorted(entries.values(), key=lambda entry: entry.created)
+
+    async def journal_open(self, entry: JournalEntry, ttl: float) -> None:
+        await self._patiently(lambda: self.inner.journal_open(entry, ttl))
+
+    async def journal_open_turns(self) -> list[JournalEntry]:
+        closed = {write.turn_id for write in self._kept if write.turn_id}
+        turns = await self._patiently(self.inner.journal_open_turns)
+        return [turn for turn in turns if turn.turn_id not in closed]
+
+    # -- a conversation's agent sessions, the audit log ---------------------------------------
+
+    async def history_record(self, key: ConversationKey, record: SessionRecord) -> None:
+        await self._patiently(lambda: self.inner.history_record(key, record))
+
+    async def history_title(self, session_id: str, title: str) -> None:
+        await self._patiently(lambda: self.inner.history_title(session_id, title))
+
+    async def history_of(self, key: ConversationKey, project: str) -> list[SessionRecord]:
+        return await self._patiently(lambda: self.inner.history_of(key, project))
+
+    async def history_owners(self, session_id: str) -> list[ConversationKey]:
+        return await self._patiently(lambda: self.inner.history_owners(session_id))
+
+    async def audit_put(self, record: AuditRecord, keep: float) -> None:
+        await self._patiently(lambda: self.inner.audit_put(record, keep))
+
+    async def audit_since(self, since: float) -> list[AuditRecord]:
+        return await self._patiently(lambda: self.inner.audit_since(since))
+
+    async def audit_latest(self, limit: int) -> list[AuditRecord]:
+        return await self._patiently(lambda: self.inner.audit_latest(limit))
+
+    # -- health and shutdown ----------------------------------------------------------------
+
+    async def check_writable(self) -> None:
+        await self.inner.check_writable()
+        await self._answered()
+
+    async def aclose(self) -> None:
+        """One last try to write what is kept, then the store closes; what could not be
+        written is named in an ERROR line (the store never answered again)."""
+        with anyio.CancelScope(shield=True):
+            if self._kept:
+                await self._flush()
+            if self._kept:
+                log.error(
+                    "the state store did not answer again before shutdown: %d kept ledger"
+                    " writes are lost (%s)",
+                    len(self._kept),
+                    ", ".join(write.describe() for write in list(self._kept)[:20]),
+                )
+            await self.inner.aclose()
