@@ -7,7 +7,8 @@
         c.stop_redis(); c.start_redis()                             # same port
 
 What runs, all on 127.0.0.1 at free ports, all of it stopped at the end (also when a test fails):
-a `redis-server` of its own (`tests.store_backends.RedisProcess`), the fake Bot API
+a `redis-server` of its own (`tests.store_backends.RedisProcess`, its data in an append-only
+file, so a restart keeps it as a deployed Redis would), the fake Bot API
 (tests/fakes/telegram_api.py) or the fake Slack Web API (tests/fakes/slack_api.py), and N
 replicas of `python -m bot run`, each a subprocess in its own session with `SWITCHBOARD_STATE` on
 that Redis, its own `SWITCHBOARD_REPLICA_ID` (`r0`, `r1`, ...), a short `SWITCHBOARD_LEASE_TTL`,
@@ -40,7 +41,9 @@ from typing import Any, Literal
 
 import aiohttp
 import anyio
+import redis
 
+from bot.redis_store import PREFIX as REDIS_PREFIX
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
@@ -212,6 +215,14 @@ class Cluster:
     def loads(self, replica: Replica) -> list[str]:
         """The session ids `replica`'s agents were asked to `session/load`."""
         return [f["params"]["sessionId"] for f in replica.agent.frames_in("session/load")]
+
+    def undelivered(self) -> int:
+        """Replies the delivery ledger on Redis still holds (0 once every reply is delivered)."""
+        client = redis.Redis.from_url(self.redis.url)
+        try:
+            return int(client.hlen(f"{REDIS_PREFIX}ledger"))
+        finally:
+            client.close()
 
     def chat_texts(self, chat_id: int) -> list[str]:
         """The bot's Telegram messages in a chat as people see them now, in order."""
@@ -402,7 +413,8 @@ async def cluster(
         folder.mkdir(exist_ok=True)
     redis_dir = root / "redis"
     redis_dir.mkdir(exist_ok=True)
-    made = Cluster(root, surface, RedisProcess(redis_dir), workspace.resolve(), agent_state)
+    redis_server = RedisProcess(redis_dir, persistent=True)  # stop_redis / start_redis keep data
+    made = Cluster(root, surface, redis_server, workspace.resolve(), agent_state)
     try:
         made.start_redis()
         await (made.api.start() if surface == "telegram" else made.slack.start())

@@ -38,9 +38,11 @@ class RedisProcess:
     until it answers PING; `stop()` ends it; a second `start()` comes back on the same port, as a
     restarted Redis would (the failover suites stop and restart it mid-run)."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, *, persistent: bool = False) -> None:
         self.workdir = workdir
         self.port = port or _free_port()
+        # An append-only file synced on every write: a restart keeps everything, as deployed.
+        self.persistent = persistent
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -55,8 +57,11 @@ class RedisProcess:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.fail(INSTALL_HINT)
+        appendonly = ["--appendonly", "yes", "--appendfsync", "always"]
+        if not self.persistent:
+            appendonly = ["--appendonly", "no"]
         command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                   "--appendonly", "no", "--dir", str(self.workdir)]  # fmt: skip
+                   *appendonly, "--dir", str(self.workdir)]  # fmt: skip
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._proc = proc
         client = redis.Redis.from_url(self.url)

@@ -135,19 +135,20 @@ async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none
     tmp_path: Path,
 ) -> None:
     people = MANY[:6]
-    async with cluster(tmp_path, "telegram", users=people) as c:
+    # The turns end while Redis is away (their ending writes wait for it); the outage is shorter
+    # than the leases (10 s, renewed every 3.3 s), so they outlive it and no turn has to stop.
+    async with cluster(tmp_path, "telegram", users=people, lease_ttl=10) as c:
         for person in people:
-            await c.post_update(c.api.dm(person, slow(f"p{person.id}", parts=6, gap=0.5)))
+            await c.post_update(c.api.dm(person, slow(f"p{person.id}", parts=4, gap=0.3)))
         for person in people:
             await c.wait_prompt(f"p{person.id}-0")
         c.stop_redis()
-        await anyio.sleep(1.5)  # an outage, not an assertion: turns run on meanwhile
-        c.start_redis()
         await c.wait_for(
             lambda: all(finals(c, p.id, f"p{p.id} done") for p in people),
-            "every reply the outage met to be delivered",
+            "every reply the outage met to be delivered while Redis is away",
             30,
         )
+        c.start_redis()
         for person in people:  # and the cluster serves new messages again
             await c.post_update(c.api.dm(person, f"after the outage {person.id}"))
         await c.wait_for(
@@ -155,10 +156,46 @@ async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none
             "every message after the outage to be answered",
             30,
         )
+        await c.wait_for(lambda: c.undelivered() == 0, "the ledger to hold nothing undelivered")
         for person in people:
             assert finals(c, person.id, f"p{person.id} done") == 1
             assert finals(c, person.id, f"Echo: after the outage {person.id}") == 1
             assert len(c.prompts_containing(f"p{person.id}-0")) == 1
+
+
+@pytest.mark.xfail(
+    reason="issue 16, open on main: once the leases lapsed during the outage, the turns' kept "
+    "ending writes are refused by fencing, a delivered turn is told it was cut off, and the "
+    "conversations are not answered again (reproduced 3 of 3 runs; not strict: timing decides)",
+)
+async def test_after_a_redis_outage_longer_than_the_leases_every_conversation_is_answered_again(
+    tmp_path: Path,
+) -> None:
+    people = MANY[:6]
+    async with cluster(tmp_path, "telegram", users=people, lease_ttl=2) as c:
+        for person in people:
+            await c.post_update(c.api.dm(person, slow(f"p{person.id}", parts=4, gap=0.3)))
+        for person in people:
+            await c.wait_prompt(f"p{person.id}-0")
+        c.stop_redis()
+        await anyio.sleep(4)  # the outage's length (past the 2 s leases), not an assertion
+        await c.wait_for(
+            lambda: all(finals(c, p.id, f"p{p.id} done") for p in people),
+            "every reply the outage met to be delivered while Redis is away",
+            30,
+        )
+        c.start_redis()
+        for person in people:
+            await c.post_update(c.api.dm(person, f"after the long outage {person.id}"))
+        await c.wait_for(
+            lambda: all(finals(c, p.id, f"Echo: after the long outage {p.id}") for p in people),
+            "every message after the long outage to be answered",
+            30,
+        )
+        for person in people:
+            assert finals(c, person.id, f"p{person.id} done") == 1
+            assert finals(c, person.id, f"Echo: after the long outage {person.id}") == 1
+            assert finals(c, person.id, RESTART_LEAD) == 0  # their turns were not cut off
 
 
 async def test_many_conversations_over_three_replicas_are_answered_once_each_in_order(
