@@ -160,6 +160,7 @@ class BotApp:
         self._leases: dict[ConversationKey, Lease] = {}
         self._stale: set[ConversationKey] = set()  # leases that moved here: sessions reload
         self._alive: set[str] = set()  # the replicas alive at the last heartbeat
+        self._beating_since: float | None = None  # the first of the heartbeats since a failure
         self._orphans_due = False  # a replica died: adopt what it left
         self._starting = True  # until the first adoption, at start-up, is done
         self._relayed: Lanes[ConversationKey, RelayedEvent] = Lanes(
@@ -348,7 +349,7 @@ class BotApp:
     # ---- replicas (bot/cluster.py) ------------------------------------------------------------
     def _fence_of(self, key: ConversationKey) -> tuple[str, str] | None:
         lease = self._leases.get(key)
-        return None if lease is None else (lease.name, f"{self.replica}|{lease.token}")
+        return None if lease is None else (lease.name, str(lease.token))
 
     async def _take_conversation(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
         """True when this replica serves the event's conversation (it holds its lease, or took
@@ -432,7 +433,15 @@ class BotApp:
             dead = await self.cluster.dead_replicas() if self.cluster.shared else []
         except StoreError as exc:  # the leases hold until the TTL; the next beat tries again
             log.warning("replica heartbeat failed: %s", exc.reason)
+            self._beating_since = None
             return
+        now = time.monotonic()
+        if self._beating_since is None:
+            self._beating_since = now
+        # Right after this replica could not reach the store, every other replica looks dead
+        # too until it has beaten again: nobody is taken for dead within a TTL of that.
+        if now - self._beating_since < self.cluster.ttl:
+            return self._drop_lost(lost)
         if self._alive - alive or dead:
             self._orphans_due = True
         self._alive = alive
@@ -446,6 +455,9 @@ class BotApp:
                 "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
             )
             self._file_relayed(payloads)
+        self._drop_lost(lost)
+
+    def _drop_lost(self, lost: set[str]) -> None:
         by_name = {lease.name: key for key, lease in self._leases.items()}
         for name in lost:
             key = by_name.get(name)
@@ -464,10 +476,11 @@ class BotApp:
     def _orphaned(self, replica: str) -> bool:
         """An entry written by `replica` is nobody's now: at start-up, every entry of this
         replica's id (an earlier process; with one process, every entry), later those of
-        replicas not alive."""
+        replicas seen not alive."""
         if replica == self.replica or not self.cluster.shared:
             return self._starting
-        return replica not in self._alive
+        # others' only once their death was seen (a TTL of heartbeats after start-up)
+        return not self._starting and replica not in self._alive
 
     async def _adopt_orphans(self) -> None:
         """What dead replicas (or an earlier process) left: undelivered replies are sent again,

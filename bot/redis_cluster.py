@@ -5,7 +5,9 @@ Keys, beside the store's (all under `switchboard:`):
   a replica is alive while its score is within the lease TTL.
 - `lease:<name>`: `"<replica>|<token>"`, expiring with Redis' `PX` (the TTL, renewed by the
   holder's heartbeat); `lease-meta:<name>`: the last token handed out and the last holder, so a
-  new holder gets a larger token (fencing) and learns whether the lease moved.
+  new holder gets a larger token and learns whether the lease moved. The fencing check compares
+  a write's token with the meta's: a write is refused once anyone else took the lease, and only
+  then (a lease that merely expired, say during a Redis outage, is taken again by its holder).
 - `relay:<replica>`: a list of events other replicas handed to this one.
 
 Every call that reads and writes is a Lua script (Redis runs it alone), so two replicas never
@@ -59,16 +61,22 @@ if held and string.match(held, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', K
 return 1
 """
 
-# KEYS replicas, lease...; ARGV replica, px, token... The 1-based indexes of leases lost.
+# KEYS replicas, then lease and meta of each lease; ARGV replica, px, token... The 1-based
+# indexes of the leases lost. A lease that expired (a Redis outage, a pause) but was taken by
+# nobody since (its meta still has this token) is taken again with the same token.
 _BEAT = (
     _NOW_MS
     + """
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 local lost = {}
-for i = 2, #KEYS do
-  local want = ARGV[1] .. '|' .. ARGV[i + 1]
-  if redis.call('GET', KEYS[i]) == want then redis.call('PEXPIRE', KEYS[i], ARGV[2])
-  else table.insert(lost, i - 1) end
+for i = 1, (#KEYS - 1) / 2 do
+  local lease, meta, token = KEYS[2 * i], KEYS[2 * i + 1], ARGV[i + 2]
+  local want = ARGV[1] .. '|' .. token
+  local held = redis.call('GET', lease)
+  if held == want then redis.call('PEXPIRE', lease, ARGV[2])
+  elseif not held and redis.call('HGET', meta, 'token') == token then
+    redis.call('SET', lease, want, 'PX', ARGV[2])
+  else table.insert(lost, i) end
 end
 return lost
 """
@@ -114,6 +122,10 @@ def _lease_key(name: str) -> str:
     return f"{PREFIX}lease:{name}"
 
 
+def _meta_key(name: str) -> str:
+    return f"{PREFIX}lease-meta:{name}"
+
+
 class RedisCluster:
     """Replicas coordinating through the Redis server `store` uses (its connection too)."""
 
@@ -129,7 +141,7 @@ class RedisCluster:
     async def acquire(self, name: str) -> Lease | str:
         got: list[Any] = await self._store.script(
             _ACQUIRE,
-            [_lease_key(name), f"{PREFIX}lease-meta:{name}"],
+            [_lease_key(name), _meta_key(name)],
             [self.replica, self._ttl_ms, META_PX],
         )
         if int(got[0]) == 1:
@@ -140,7 +152,9 @@ class RedisCluster:
         await self._store.script(_RELEASE, [_lease_key(lease.name)], [self.replica])
 
     async def beat(self, leases: Sequence[Lease]) -> set[str]:
-        keys = [f"{PREFIX}replicas", *(_lease_key(lease.name) for lease in leases)]
+        keys = [f"{PREFIX}replicas"]
+        for lease in leases:
+            keys += [_lease_key(lease.name), _meta_key(lease.name)]
         args = [self.replica, self._ttl_ms, *(lease.token for lease in leases)]
         lost = await self._store.script(_BEAT, keys, args)
         return {leases[int(index) - 1].name for index in lost}

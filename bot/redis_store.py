@@ -95,13 +95,14 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-# Prepended to a conversation's writes: the last key is the conversation's lease, the last
-# argument the value this replica holds it with ("" when it holds none: the write is unfenced).
-# Checked in the same script as the write, so no other holder can come between.
+# Prepended to a conversation's writes: the last key is the conversation's lease meta (see
+# bot/redis_cluster.py), the last argument the fencing token this replica holds it with ("" when
+# it holds none: the write is unfenced). Refused when another replica took the lease since (a
+# larger token); checked in the same script as the write, so no other holder can come between.
 LEASE_LOST = "SWITCHBOARD_LEASE_LOST"
 _FENCE = f"""
 local want = ARGV[#ARGV]
-if want ~= '' and redis.call('GET', KEYS[#KEYS]) ~= want then
+if want ~= '' and redis.call('HGET', KEYS[#KEYS], 'token') ~= want then
   return redis.error_reply('{LEASE_LOST}')
 end
 """
@@ -257,7 +258,7 @@ class RedisStateStore:
         self._clock = clock
         self._client: aioredis.Redis | None = None
         self._closed = False
-        # The lease a conversation's writes are fenced with: (lease name, held value), or None;
+        # The lease a conversation's writes are fenced with: (lease name, token), or None;
         # set by the app when replicas coordinate (bot/cluster.py, bot/redis_cluster.py).
         self.fence_of: Callable[[ConversationKey], tuple[str, str] | None] = lambda key: None
 
@@ -307,7 +308,9 @@ class RedisStateStore:
         """A write of `key`'s conversation: refused with `LeaseLost` when this replica holds a
         lease for it that is no longer current."""
         fence = self.fence_of(key)
-        lease, want = (f"{PREFIX}lease:{fence[0]}", fence[1]) if fence else (f"{PREFIX}lease:", "")
+        lease, want = (
+            (f"{PREFIX}lease-meta:{fence[0]}", fence[1]) if fence else (f"{PREFIX}lease-meta:", "")
+        )
         lost = False
 
         async def op(client: aioredis.Redis) -> Any:

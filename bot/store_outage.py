@@ -36,6 +36,7 @@ from bot.store import (
     AuditRecord,
     DeliveryEntry,
     JournalEntry,
+    LeaseLost,
     SessionRecord,
     StateStore,
     StoreError,
@@ -173,6 +174,13 @@ class OutageTolerantStore:
                         await write.apply(self.inner)
                     except StoreUnavailable:
                         return False
+                    except LeaseLost as exc:  # another replica took the conversation meanwhile
+                        log.warning(
+                            "a kept ledger write (%s) was refused: %s", write.describe(), exc
+                        )
+                        if write.kind == "ledger_put" and write.turn_id:
+                            # the reply was delivered: its turn must not read as cut off
+                            await self._close_quietly(write.turn_id)
                     except StoreError as exc:  # the store answered no: this write cannot be made
                         log.error("a kept ledger write (%s) failed: %s", write.describe(), exc)
                     if self._kept and self._kept[0] is write:  # not dropped for room meanwhile
@@ -183,6 +191,12 @@ class OutageTolerantStore:
             self._flushing = False
             if written:
                 log.warning("the state store answers again: %d kept ledger writes made", written)
+
+    async def _close_quietly(self, turn_id: str) -> None:
+        try:
+            await self.inner.journal_close(turn_id)
+        except StoreError as exc:
+            log.warning("could not close turn %s: %s", turn_id, exc.reason)
 
     async def run(self) -> None:
         """Write kept writes whenever there are some, retrying with backoff; runs until

@@ -85,6 +85,27 @@ async def test_an_expired_lease_is_taken_over_and_its_old_holder_learns_it_lost_
         assert await a.beat([held]) == {"conv:x"}  # lost, and not taken back by renewing
 
 
+async def test_a_lease_that_only_expired_is_its_holders_again_and_its_writes_go_through(
+    redis_url: str,
+) -> None:
+    """A Redis outage (or a pause) longer than the TTL: nobody took the lease meanwhile, so the
+    holder's next heartbeat takes it again with the same token, and its writes are not refused."""
+    store = RedisStateStore(redis_url)
+    try:
+        a = RedisCluster(store, "a", 1.0)
+        name = conversation_lease(KEY)
+        held = await a.acquire(name)
+        assert isinstance(held, Lease)
+        with redis.Redis.from_url(redis_url) as raw:
+            raw.delete(f"switchboard:lease:{name}")  # as if it expired
+        store.fence_of = lambda key: (name, str(held.token)) if key == KEY else None
+        await store.put_binding(KEY, Binding("s-1", "kiro", "/w", "", 0))
+        assert await a.beat([held]) == set()
+        assert await RedisCluster(store, "b", 1.0).acquire(name) == "a"  # a's again
+    finally:
+        await store.aclose()
+
+
 async def test_writes_under_a_lease_that_moved_are_refused(redis_url: str) -> None:
     store = RedisStateStore(redis_url)
     try:
@@ -92,7 +113,7 @@ async def test_writes_under_a_lease_that_moved_are_refused(redis_url: str) -> No
         name = conversation_lease(KEY)
         held = await a.acquire(name)
         assert isinstance(held, Lease)
-        store.fence_of = lambda key: (name, f"a|{held.token}") if key == KEY else None
+        store.fence_of = lambda key: (name, str(held.token)) if key == KEY else None
         binding = Binding("s-1", "kiro", "/w", "", 0)
         await store.put_binding(KEY, binding)  # a holds it: written
         with anyio.fail_after(5):

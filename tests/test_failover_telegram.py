@@ -163,11 +163,6 @@ async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none
             assert len(c.prompts_containing(f"p{person.id}-0")) == 1
 
 
-@pytest.mark.xfail(
-    reason="issue 16, open on main: once the leases lapsed during the outage, the turns' kept "
-    "ending writes are refused by fencing, a delivered turn is told it was cut off, and the "
-    "conversations are not answered again (reproduced 3 of 3 runs; not strict: timing decides)",
-)
 async def test_after_a_redis_outage_longer_than_the_leases_every_conversation_is_answered_again(
     tmp_path: Path,
 ) -> None:
