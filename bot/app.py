@@ -74,7 +74,7 @@ from bot.reply import ReplyStream, open_reply
 from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, JournalEntry, StateStore, StoreError
 from config import Settings, valid_text
-from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
+from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, IncomingFile, Surface
 from surfaces.lanes import Lanes
 
 log = logging.getLogger(__name__)
@@ -321,8 +321,8 @@ class BotApp:
             await self.deliver(surface, event.key, CONVERSATION_HELD)
             return False
         self.runner(surface, event.key)  # one runner per lease: its release lets the lease go
-        if relayed is not None and relayed.files_left:
-            await self.deliver(surface, event.key, _files_left(relayed.files_left))
+        if relayed is not None and relayed.files and isinstance(event, Inbound):
+            event = await self._with_relayed_files(surface, event, relayed)
         if isinstance(event, ChoiceAnswer):
             if event.token.startswith(STOP_TOKEN_PREFIX):
                 await self._stop_pressed(surface, event)
@@ -384,6 +384,26 @@ class BotApp:
             await self.cluster.release(lease)
         except StoreError as exc:  # it expires by itself within the TTL
             log.warning("could not release lease %s: %s", lease.name, exc.reason)
+
+    async def _with_relayed_files(
+        self, surface: Surface, event: Inbound, relayed: RelayedEvent
+    ) -> Inbound:
+        """The relayed message's attachments, downloadable here again through this replica's
+        adapter; those that cannot be are said to be left behind."""
+        rebuild = getattr(surface, "file_from_ref", None)
+        files: list[IncomingFile] = []
+        for ref in relayed.files:
+            file = (
+                rebuild(ref.name, ref.mime, ref.size, ref.kind, ref.ref)
+                if ref is not None and rebuild is not None
+                else None
+            )
+            if isinstance(file, IncomingFile):
+                files.append(file)
+        left = len(relayed.files) - len(files)
+        if left:
+            await self.deliver(surface, event.key, _files_left(left))
+        return replace(event, files=tuple(files))
 
     async def _accept_relayed(self, relayed: RelayedEvent) -> None:
         event = relayed.event

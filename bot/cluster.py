@@ -35,6 +35,7 @@ from surfaces.errors import LeasesUnavailable
 
 __all__ = [
     "Cluster",
+    "FileRef",
     "Lease",
     "RelayedEvent",
     "SoloCluster",
@@ -186,14 +187,30 @@ class SurfaceLeases:
 
 
 @dataclass(frozen=True, slots=True)
+class FileRef:
+    """An attachment as it travels: what `IncomingFile` says of it, and its adapter's `ref`."""
+
+    name: str
+    mime: str
+    size: int | None
+    kind: str
+    ref: str
+
+
+@dataclass(frozen=True, slots=True)
 class RelayedEvent:
-    """An event another replica claimed and handed on. `files_left` counts the attachments
-    that could not travel with it (a platform file is fetched through the receiving replica's
-    own download handle, which does not cross processes)."""
+    """An event another replica claimed and handed on. `files` are its attachments as they
+    travel; the receiving adapter turns each back into a download (`file_from_ref`); one that
+    could not travel (no `ref`) or that the adapter does not recognise is told as left behind."""
 
     event: Inbound | ChoiceAnswer
     hops: int
-    files_left: int = 0
+    files: tuple[FileRef | None, ...] = ()
+
+
+# A relayed attachment's fields are bounded like the platform's own.
+MAX_REF_CHARS = 2000
+MAX_RELAYED_FILES = 100
 
 
 def encode_event(event: Inbound | ChoiceAnswer, hops: int) -> str:
@@ -206,7 +223,24 @@ def encode_event(event: Inbound | ChoiceAnswer, hops: int) -> str:
     }
     if isinstance(event, ChoiceAnswer):
         return json.dumps({"type": "choice", "token": event.token, **common})
-    return json.dumps({"type": "message", "text": event.text, "files": len(event.files), **common})
+    files = [
+        [file.name, file.mime, file.size, file.kind, file.ref] if file.ref else None
+        for file in event.files
+    ]
+    return json.dumps({"type": "message", "text": event.text, "files": files, **common})
+
+
+def _file_ref(raw: object) -> FileRef | None:
+    if not isinstance(raw, list) or len(raw) != 5:
+        return None
+    name, mime, size, kind, ref = raw
+    if not all(isinstance(part, str) for part in (name, mime, kind, ref)):
+        return None
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        return None
+    if not ref or len(ref) > MAX_REF_CHARS or len(name) + len(mime) + len(kind) > MAX_REF_CHARS:
+        return None
+    return FileRef(name, mime, size, kind, ref)
 
 
 def decode_event(payload: str) -> RelayedEvent | None:
@@ -223,7 +257,11 @@ def decode_event(payload: str) -> RelayedEvent | None:
             return RelayedEvent(ChoiceAnswer(key, user, str(data["token"]), event_id), hops)
         if data["type"] == "message":
             inbound = Inbound(key, user, str(data["text"]), event_id)
-            return RelayedEvent(inbound, hops, max(0, int(data["files"])))
+            raw_files = data["files"]
+            if not isinstance(raw_files, list):
+                raise TypeError("files is not a list")
+            files = tuple(_file_ref(raw) for raw in raw_files[:MAX_RELAYED_FILES])
+            return RelayedEvent(inbound, hops, files)
     except (ValueError, KeyError, TypeError) as exc:
         log.warning("dropping a relayed event that cannot be read: %r", exc)
         return None

@@ -77,9 +77,24 @@ class IncomingFile:
     size: int | None  # in bytes, as the platform claims it (None when unknown)
     fetch: Callable[[int], Awaitable[bytes]] = field(compare=False, repr=False)
     kind: str = "document"  # one of FILE_KINDS
+    # What another replica's adapter needs to download the same file (the platform's file id,
+    # as a string the adapter alone reads; never a credential): handed back to that adapter's
+    # `file_from_ref` when the message is relayed (bot/cluster.py). "": it cannot travel.
+    ref: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _make_valid(self, "name", "mime", "kind")
+
+
+class RefetchingSurface(Protocol):
+    """An adapter whose files can be downloaded by another replica (duck-typed: the bot checks
+    for `file_from_ref`): the file `IncomingFile.ref` names, with a `fetch` of this adapter's,
+    or None for a ref it does not recognise (checked like any input: it came through the shared
+    store)."""
+
+    def file_from_ref(
+        self, name: str, mime: str, size: int | None, kind: str, ref: str
+    ) -> IncomingFile | None: ...
 
 
 @dataclass(frozen=True, slots=True)
