@@ -110,11 +110,18 @@ end
 _SET = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
 _DEL = "redis.call('DEL', KEYS[1]) return 1"
 
-# KEYS[1] event key; ARGV now, expires, px. 1 when claimed.
+# KEYS[1] event key; ARGV now, expires, px, claimant ("" for none). 1 when claimed (also when
+# this claimant claimed it already: a retry whose first answer was lost).
 _CLAIM = """
 local held = redis.call('GET', KEYS[1])
-if held and tonumber(held) > tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if held then
+  local expires, who = string.match(held, '^([^|]*)|?(.*)$')
+  if tonumber(expires) > tonumber(ARGV[1]) then
+    if ARGV[4] ~= '' and who == ARGV[4] then return 1 end
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[2] .. '|' .. ARGV[4], 'PX', ARGV[3])
 return 1
 """
 
@@ -384,10 +391,12 @@ class RedisStateStore:
 
     # -- de-duplication ---------------------------------------------------------------------
 
-    async def claim_event(self, event_key: str, ttl: float) -> bool:
+    async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
         now = self._clock()
         won = await self._script(
-            _CLAIM, [f"{PREFIX}event:{event_key}"], [repr(now), repr(now + ttl), _px(ttl)]
+            _CLAIM,
+            [f"{PREFIX}event:{event_key}"],
+            [repr(now), repr(now + ttl), _px(ttl), claimant],
         )
         return bool(won)
 

@@ -185,9 +185,11 @@ class StateStore(Protocol):
 
     async def delete_place(self, place: ConversationKey) -> None: ...
 
-    async def claim_event(self, event_key: str, ttl: float) -> bool:
+    async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
         """True the first time `event_key` is seen within `ttl` seconds, False for a redelivery.
-        An expired key may be claimed again."""
+        An expired key may be claimed again. A `claimant` (a unique token per claim) makes the
+        claim safe to retry: a claim that was made but whose answer was lost is won again by the
+        same claimant, not taken for a redelivery."""
         ...
 
     async def put_approvals(self, records: Sequence[ApprovalRecord], ttl: float) -> None: ...
@@ -308,6 +310,7 @@ _ADDED_COLUMNS = (
     ("bindings", "agent", "TEXT NOT NULL DEFAULT ''"),
     ("ledger", "replica", "TEXT NOT NULL DEFAULT ''"),  # issue 16: who wrote it
     ("journal", "replica", "TEXT NOT NULL DEFAULT ''"),
+    ("events", "claimant", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -591,16 +594,24 @@ class SqliteStateStore:
 
     # -- de-duplication ---------------------------------------------------------------------
 
-    async def claim_event(self, event_key: str, ttl: float) -> bool:
+    async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
         def op(conn: sqlite3.Connection, now: float) -> bool:
             self._maybe_purge(conn, now)
             conn.execute(
                 "DELETE FROM events WHERE event_key = ? AND expires <= ?", (event_key, now)
             )
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO events VALUES (?, ?)", (event_key, now + ttl)
+                "INSERT OR IGNORE INTO events (event_key, expires, claimant) VALUES (?, ?, ?)",
+                (event_key, now + ttl, claimant),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount == 1:
+                return True
+            if not claimant:
+                return False
+            row = conn.execute(
+                "SELECT claimant FROM events WHERE event_key = ?", (event_key,)
+            ).fetchone()
+            return row is not None and row[0] == claimant
 
         return await self._run(op, write=True)
 

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -230,8 +231,13 @@ class OutageTolerantStore:
     async def delete_place(self, place: ConversationKey) -> None:
         await self._patiently(lambda: self.inner.delete_place(place))
 
-    async def claim_event(self, event_key: str, ttl: float) -> bool:
-        return await self._patiently(lambda: self.inner.claim_event(event_key, ttl))
+    async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
+        # One claimant for every try: a try that reached the store but whose answer was lost is
+        # won by the retry, not taken for a redelivery (which would drop the message).
+        claimant = claimant or uuid.uuid4().hex
+        return await self._patiently(
+            lambda: self.inner.claim_event(event_key, ttl, claimant=claimant)
+        )
 
     async def put_approvals(self, records: Sequence[ApprovalRecord], ttl: float) -> None:
         await self._patiently(lambda: self.inner.put_approvals(records, ttl))

@@ -166,6 +166,21 @@ async def test_an_event_is_claimed_once_and_a_redelivery_is_refused_until_the_tt
 
 
 @pytest.mark.anyio
+async def test_a_claim_retried_by_its_claimant_is_won_again_and_anyone_elses_is_refused(
+    store: StateStore, clock: FakeClock
+) -> None:
+    """A claim whose answer was lost (a Redis reply that never arrived) is retried: the same
+    claimant wins it again instead of taking its own claim for a redelivery."""
+    assert await store.claim_event("tg:update:7", ttl=10, claimant="c-1") is True
+    assert await store.claim_event("tg:update:7", ttl=10, claimant="c-1") is True
+    assert await store.claim_event("tg:update:7", ttl=10, claimant="c-2") is False
+    assert await store.claim_event("tg:update:7", ttl=10) is False
+    clock.advance(10)
+    assert await store.claim_event("tg:update:7", ttl=10, claimant="c-2") is True
+    assert await store.claim_event("tg:update:7", ttl=10, claimant="c-1") is False
+
+
+@pytest.mark.anyio
 async def test_fifty_concurrent_claims_of_one_key_yield_exactly_one_winner(
     store: StateStore,
 ) -> None:

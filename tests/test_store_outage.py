@@ -155,6 +155,31 @@ async def test_a_claim_that_redis_answers_within_the_wait_succeeds(server: OwnRe
         await store.aclose()
 
 
+class _AnswerLostOnce(RedisStateStore):
+    """Redis runs the first claim, and its answer is lost on the way back (a reply cut off by
+    a reset connection): what the outage wrapper retries after."""
+
+    lost = False
+
+    async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
+        won = await super().claim_event(event_key, ttl, claimant=claimant)
+        if not self.lost:
+            self.lost = True
+            raise StoreUnavailable(self.location, "the answer was lost")
+        return won
+
+
+async def test_a_claim_whose_answer_was_lost_is_won_by_its_retry_not_dropped(
+    server: OwnRedis,
+) -> None:
+    store = OutageTolerantStore(_AnswerLostOnce(server.url), wait=5)
+    try:
+        assert await store.claim_event("telegram:9", 60)  # the retry sees its own claim
+        assert not await store.claim_event("telegram:9", 60)  # a real redelivery is refused
+    finally:
+        await store.aclose()
+
+
 async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: OwnRedis) -> None:
     store = RedisStateStore(server.url)  # unwrapped: redis-py's own reconnecting
     try:
