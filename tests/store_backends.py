@@ -7,10 +7,11 @@ an empty database."""
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,20 +35,35 @@ def _free_port() -> int:
 
 
 class RedisProcess:
-    """One `redis-server` on 127.0.0.1 (no persistence, its files in `workdir`): `start()` waits
-    until it answers PING; `stop()` ends it; a second `start()` comes back on the same port, as a
-    restarted Redis would (the failover suites stop and restart it mid-run)."""
+    """One `redis-server` on 127.0.0.1, its files in `workdir`: `start()` waits until it answers
+    PING; `stop()` ends it (refused connections, as a crashed server); a second `start()` comes
+    back on the same port, as a restarted Redis would; `pause()` / `resume()` (SIGSTOP / SIGCONT)
+    make it listen but say nothing, as a hung server or a dead link. `persistent`: an append-only
+    file synced on every write, so a restart keeps everything, as deployed. `args` go to the
+    server (a password, an ACL user, TLS files), `client_args` to redis-py for the PING (and
+    `raw`); `tls` serves on a TLS port only. What the server says goes to `redis.log`."""
 
-    def __init__(self, workdir: Path, port: int | None = None, *, persistent: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        persistent: bool = False,
+        args: Sequence[str] = (),
+        client_args: dict[str, object] | None = None,
+        tls: bool = False,
+    ) -> None:
         self.workdir = workdir
         self.port = port or _free_port()
-        # An append-only file synced on every write: a restart keeps everything, as deployed.
         self.persistent = persistent
+        self.args = list(args)
+        self.client_args = client_args or {}
+        self.tls = tls
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/0"
 
     @property
     def running(self) -> bool:
@@ -60,11 +76,17 @@ class RedisProcess:
         appendonly = ["--appendonly", "yes", "--appendfsync", "always"]
         if not self.persistent:
             appendonly = ["--appendonly", "no"]
-        command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                   *appendonly, "--dir", str(self.workdir)]  # fmt: skip
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        port = (
+            ["--port", "0", "--tls-port", str(self.port)]
+            if self.tls
+            else ["--port", str(self.port)]
+        )
+        log = self.workdir / "redis.log"  # redis-server says what is wrong here, not on stderr
+        command = [binary, *port, "--bind", "127.0.0.1", "--save", "", *appendonly,
+                   "--dir", str(self.workdir), "--logfile", str(log), *self.args]  # fmt: skip
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._proc = proc
-        client = redis.Redis.from_url(self.url)
+        client = self.raw()
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -73,9 +95,9 @@ class RedisProcess:
                     return
                 except redis.exceptions.ConnectionError:
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        err = proc.stderr.read().decode() if proc.stderr else ""
                         self.stop()
-                        pytest.fail(f"redis-server did not start: {err.strip()}")
+                        said = log.read_text() if log.exists() else ""
+                        pytest.fail(f"redis-server did not start: {said.strip()[-2000:]}")
                     time.sleep(0.05)
         finally:
             client.close()
@@ -84,14 +106,31 @@ class RedisProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        proc.send_signal(signal.SIGCONT)  # a paused server cannot act on SIGTERM
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+
+    def pause(self) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
+
+    def raw(self) -> redis.Redis:
+        """A plain client on this server (to look under a store, or to check it answers)."""
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            ssl=self.tls,
+            decode_responses=True,
+            **self.client_args,  # type: ignore[arg-type]
+        )
 
 
 @pytest.fixture(scope="session")

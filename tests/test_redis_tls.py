@@ -19,7 +19,7 @@ from bot.faults import log_fault
 from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, StateStore, StoreError, StoreUnavailable, open_store
 from surfaces.base import ConversationKey
-from tests.own_redis import OwnRedis
+from tests.store_backends import RedisProcess
 
 pytestmark = [pytest.mark.anyio]
 
@@ -54,11 +54,11 @@ def make_certificates(where: Path) -> tuple[Path, Path, Path]:
 
 
 @pytest.fixture
-def tls_server(tmp_path: Path) -> Iterator[tuple[OwnRedis, Path]]:
+def tls_server(tmp_path: Path) -> Iterator[tuple[RedisProcess, Path]]:
     ca, cert, key = make_certificates(tmp_path)
     args = ["--tls-cert-file", str(cert), "--tls-key-file", str(key),
             "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no"]  # fmt: skip
-    own = OwnRedis(tmp_path, args, client_args={"ssl_ca_certs": str(ca)}, tls=True)
+    own = RedisProcess(tmp_path, args=args, client_args={"ssl_ca_certs": str(ca)}, tls=True)
     own.start()
     try:
         yield own, ca
@@ -79,7 +79,7 @@ async def a_few_operations(store: StateStore) -> None:
     await store.check_writable()
 
 
-async def test_rediss_with_the_ca_in_the_url_works(tls_server: tuple[OwnRedis, Path]) -> None:
+async def test_rediss_with_the_ca_in_the_url_works(tls_server: tuple[RedisProcess, Path]) -> None:
     server, ca = tls_server
     store = open_store(f"{server.url}?ssl_ca_certs={ca}")
     try:
@@ -91,7 +91,7 @@ async def test_rediss_with_the_ca_in_the_url_works(tls_server: tuple[OwnRedis, P
 
 
 async def test_rediss_without_the_ca_is_one_sentence_not_an_outage(
-    tls_server: tuple[OwnRedis, Path],
+    tls_server: tuple[RedisProcess, Path],
 ) -> None:
     server, _ = tls_server
     store = open_store(server.url, wait=30)  # a wait that would show if it were waited out
@@ -114,9 +114,9 @@ async def test_rediss_without_the_ca_is_one_sentence_not_an_outage(
 
 
 @pytest.fixture
-def password_server(tmp_path: Path) -> Iterator[OwnRedis]:
+def password_server(tmp_path: Path) -> Iterator[RedisProcess]:
     args = ["--requirepass", SECRET, "--user", "alice", "on", f">{SECRET}", "~*", "&*", "+@all"]
-    own = OwnRedis(tmp_path, args, client_args={"password": SECRET})
+    own = RedisProcess(tmp_path, args=args, client_args={"password": SECRET})
     own.start()
     try:
         yield own
@@ -124,12 +124,12 @@ def password_server(tmp_path: Path) -> Iterator[OwnRedis]:
         own.stop()
 
 
-def with_credentials(server: OwnRedis, credentials: str) -> str:
+def with_credentials(server: RedisProcess, credentials: str) -> str:
     return server.url.replace("redis://", f"redis://{credentials}@")
 
 
 @pytest.mark.parametrize("user", ["", "alice"])
-async def test_a_password_and_an_acl_user_work(password_server: OwnRedis, user: str) -> None:
+async def test_a_password_and_an_acl_user_work(password_server: RedisProcess, user: str) -> None:
     url = with_credentials(password_server, f"{user}:{SECRET}")
     store = open_store(url)
     try:
@@ -141,7 +141,7 @@ async def test_a_password_and_an_acl_user_work(password_server: OwnRedis, user: 
 
 @pytest.mark.parametrize("user", ["", "alice"])
 async def test_a_wrong_password_is_one_sentence_with_the_secret_redacted_also_in_logs(
-    password_server: OwnRedis, user: str, caplog: pytest.LogCaptureFixture
+    password_server: RedisProcess, user: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     url = with_credentials(password_server, f"{user}:{WRONG}")
@@ -170,7 +170,7 @@ async def test_a_wrong_password_is_one_sentence_with_the_secret_redacted_also_in
 
 
 async def test_no_password_where_one_is_required_is_the_same_sentence(
-    password_server: OwnRedis,
+    password_server: RedisProcess,
 ) -> None:
     store = RedisStateStore(password_server.url)
     try:

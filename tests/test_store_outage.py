@@ -27,17 +27,16 @@ from config import load_settings
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, wait_for
-from tests.own_redis import OwnRedis
+from tests.store_backends import RedisProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 KEY = ConversationKey("telegram", "chat-1")
-PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always"]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[OwnRedis]:
-    own = OwnRedis(tmp_path, PERSISTENT)
+def server(tmp_path: Path) -> Iterator[RedisProcess]:
+    own = RedisProcess(tmp_path, persistent=True)
     own.start()
     try:
         yield own
@@ -49,12 +48,12 @@ def entry(entry_id: str, text: str = "the answer") -> DeliveryEntry:
     return DeliveryEntry(entry_id, KEY, text, time.time())
 
 
-def wrapped(server: OwnRedis, wait: float = 0.5) -> OutageTolerantStore:
+def wrapped(server: RedisProcess, wait: float = 0.5) -> OutageTolerantStore:
     return OutageTolerantStore(RedisStateStore(server.url), wait=wait)
 
 
 async def test_a_finishing_turns_ledger_writes_return_during_an_outage_and_land_once_after(
-    server: OwnRedis,
+    server: RedisProcess,
 ) -> None:
     store = wrapped(server, wait=300)  # past the per-test timeout: an ending write must not wait
     try:
@@ -80,7 +79,7 @@ async def test_a_finishing_turns_ledger_writes_return_during_an_outage_and_land_
 
 
 async def test_reads_of_the_ledger_count_what_is_kept_before_it_is_written(
-    server: OwnRedis,
+    server: RedisProcess,
 ) -> None:
     store = wrapped(server)
     try:
@@ -100,7 +99,7 @@ async def test_reads_of_the_ledger_count_what_is_kept_before_it_is_written(
         await store.aclose()
 
 
-async def test_run_writes_what_is_kept_as_soon_as_redis_is_back(server: OwnRedis) -> None:
+async def test_run_writes_what_is_kept_as_soon_as_redis_is_back(server: RedisProcess) -> None:
     store = wrapped(server)
     try:
         async with anyio.create_task_group() as tg:
@@ -119,7 +118,7 @@ async def test_run_writes_what_is_kept_as_soon_as_redis_is_back(server: OwnRedis
 
 
 async def test_a_claim_during_an_outage_waits_and_then_raises_store_unavailable(
-    server: OwnRedis,
+    server: RedisProcess,
 ) -> None:
     store = wrapped(server, wait=0.3)
     try:
@@ -139,7 +138,7 @@ async def test_a_claim_during_an_outage_waits_and_then_raises_store_unavailable(
         await store.aclose()
 
 
-async def test_a_claim_that_redis_answers_within_the_wait_succeeds(server: OwnRedis) -> None:
+async def test_a_claim_that_redis_answers_within_the_wait_succeeds(server: RedisProcess) -> None:
     store = wrapped(server, wait=30)
     try:
         server.stop()
@@ -170,7 +169,7 @@ class _AnswerLostOnce(RedisStateStore):
 
 
 async def test_a_claim_whose_answer_was_lost_is_won_by_its_retry_not_dropped(
-    server: OwnRedis,
+    server: RedisProcess,
 ) -> None:
     store = OutageTolerantStore(_AnswerLostOnce(server.url), wait=5)
     try:
@@ -180,7 +179,7 @@ async def test_a_claim_whose_answer_was_lost_is_won_by_its_retry_not_dropped(
         await store.aclose()
 
 
-async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: OwnRedis) -> None:
+async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: RedisProcess) -> None:
     store = RedisStateStore(server.url)  # unwrapped: redis-py's own reconnecting
     try:
         await store.put_place(KEY, "alpha")
@@ -198,7 +197,7 @@ async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: OwnR
 
 
 async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
-    server: OwnRedis, monkeypatch: pytest.MonkeyPatch
+    server: RedisProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bot.redis_store, "TIMEOUT", 0.3)
     store = RedisStateStore(server.url)
@@ -216,7 +215,7 @@ async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
 
 
 async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_line(
-    server: OwnRedis, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    server: RedisProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(bot.store_outage, "KEEP_LIMIT", 3)
     caplog.set_level(logging.WARNING, logger="bot.store_outage")
@@ -238,7 +237,7 @@ async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_l
 
 
 async def test_what_is_still_kept_at_shutdown_is_named_in_an_error_line(
-    server: OwnRedis, caplog: pytest.LogCaptureFixture
+    server: RedisProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR, logger="bot.store_outage")
     store = wrapped(server)
@@ -270,7 +269,7 @@ SLOW_TURN = script({"chunk": "working "}, {"sleep": 1.5}, {"chunk": "done"})
 
 
 async def test_a_turn_finishes_through_an_outage_and_a_message_while_down_gets_one_sentence(
-    server: OwnRedis, tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+    server: RedisProcess, tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     settings = engine_settings(tmp_path, fake_agent, state=server.url, state_wait=0.5)
