@@ -213,4 +213,4 @@ def run_cli(cli_env: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped
 
 
 # -- the state store's backends (issue 16): SQLite and a real Redis server ---------------------
-from tests.store_backends import backend, redis_server  # noqa: E402, F401
+from tests.store_backends import backend, redis_server, redis_url  # noqa: E402, F401

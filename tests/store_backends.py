@@ -179,3 +179,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     with redis.Redis.from_url(url) as client:
         client.flushdb()
     return Backend("redis", url, None)
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The session's redis-server, emptied for this test."""
+    with redis.Redis.from_url(redis_server) as client:
+        client.flushdb()
+    return redis_server

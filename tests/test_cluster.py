@@ -38,13 +38,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 KEY = ConversationKey("telegram", "chat-9")
 
 
-@pytest.fixture
-def redis_url(redis_server: str) -> str:
-    with redis.Redis.from_url(redis_server) as client:
-        client.flushdb()
-    return redis_server
-
-
 @asynccontextmanager
 async def cluster(url: str, replica: str, ttl: float = 5.0) -> AsyncIterator[RedisCluster]:
     store = RedisStateStore(url)

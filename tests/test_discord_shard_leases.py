@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import pytest
-import redis
 from aiohttp import web
 
 from bot.cluster import SurfaceLeases
@@ -134,13 +133,6 @@ async def world() -> AsyncIterator[World]:
         yield made
     finally:
         await fake.close()
-
-
-@pytest.fixture
-def redis_url(redis_server: str) -> str:
-    with redis.Redis.from_url(redis_server) as client:
-        client.flushdb()
-    return redis_server
 
 
 @asynccontextmanager

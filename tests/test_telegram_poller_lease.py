@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 import pytest
-import redis
 from aiohttp import web
 
 from bot.cluster import SurfaceLeases
@@ -91,13 +90,6 @@ class Replica:
 async def api() -> AsyncIterator[TaggedBotApi]:
     async with TaggedBotApi() as fake:
         yield fake
-
-
-@pytest.fixture
-def redis_url(redis_server: str) -> str:
-    with redis.Redis.from_url(redis_server) as client:
-        client.flushdb()
-    return redis_server
 
 
 @asynccontextmanager
