@@ -148,7 +148,8 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS ledger hash, sequence, journal hash; ARGV entry id, entry JSON (no seq), turn id or "".
+# KEYS ledger hash, sequence, journal hash, journal expiry index; ARGV entry id, entry JSON
+# (no seq), turn id or "" (the turn it closes).
 # An upsert that keeps the first write's place in line (`seq`), as SQLite keeps its rowid.
 _LEDGER_PUT = """
 local entry = cjson.decode(ARGV[2])
@@ -156,7 +157,10 @@ local old = redis.call('HGET', KEYS[1], ARGV[1])
 if old then entry['seq'] = cjson.decode(old)['seq']
 else entry['seq'] = redis.call('INCR', KEYS[2]) end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(entry))
-if ARGV[3] ~= '' then redis.call('HDEL', KEYS[3], ARGV[3]) end
+if ARGV[3] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+  redis.call('ZREM', KEYS[4], ARGV[3])
+end
 return 1
 """
 
@@ -170,27 +174,37 @@ redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(entry))
 return 1
 """
 
-# KEYS journal hash, sequence; ARGV now, turn id, entry JSON (no seq). Also drops expired turns.
+# KEYS journal hash, sequence, expiry index (turn ids scored by when they expire); ARGV now, turn
+# id, entry JSON (no seq). Also drops expired turns, the oldest 100 at most: a turn start costs
+# O(log n), not a scan of every open turn.
 _JOURNAL_OPEN = """
 local entry = cjson.decode(ARGV[3])
 entry['seq'] = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(entry))
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if tonumber(cjson.decode(all[i + 1])['expires']) <= tonumber(ARGV[1]) then
-    redis.call('HDEL', KEYS[1], all[i])
-  end
+redis.call('ZADD', KEYS[3], entry['expires'], ARGV[2])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, 100)
+for _, turn in ipairs(expired) do
+  redis.call('HDEL', KEYS[1], turn)
+  redis.call('ZREM', KEYS[3], turn)
 end
 return 1
 """
 
-# KEYS journal hash; ARGV now. The live entries' JSON; the expired ones are removed.
+# KEYS journal hash, expiry index; ARGV turn id.
+_JOURNAL_CLOSE = """
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+# KEYS journal hash, expiry index; ARGV now. The live entries' JSON; the expired ones removed.
 _JOURNAL_LIVE = """
 local live = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   if tonumber(cjson.decode(all[i + 1])['expires']) <= tonumber(ARGV[1]) then
     redis.call('HDEL', KEYS[1], all[i])
+    redis.call('ZREM', KEYS[2], all[i])
   else
     table.insert(live, all[i + 1])
   end
@@ -462,7 +476,12 @@ class RedisStateStore:
         await self._fenced(
             entry.key,
             _LEDGER_PUT,
-            [f"{PREFIX}ledger", f"{PREFIX}ledger:seq", f"{PREFIX}journal"],
+            [
+                f"{PREFIX}ledger",
+                f"{PREFIX}ledger:seq",
+                f"{PREFIX}journal",
+                f"{PREFIX}journal:expiry",
+            ],
             [entry.entry_id, json.dumps(value), closes_turn or ""],
         )
 
@@ -503,15 +522,21 @@ class RedisStateStore:
         await self._fenced(
             entry.key,
             _JOURNAL_OPEN,
-            [f"{PREFIX}journal", f"{PREFIX}journal:seq"],
+            [f"{PREFIX}journal", f"{PREFIX}journal:seq", f"{PREFIX}journal:expiry"],
             [repr(now), entry.turn_id, json.dumps(value)],
         )
 
     async def journal_close(self, turn_id: str) -> None:
-        await self._call(lambda r: r.hdel(f"{PREFIX}journal", turn_id))
+        await self._script(
+            _JOURNAL_CLOSE, [f"{PREFIX}journal", f"{PREFIX}journal:expiry"], [turn_id]
+        )
 
     async def journal_open_turns(self) -> list[JournalEntry]:
-        live = await self._script(_JOURNAL_LIVE, [f"{PREFIX}journal"], [repr(self._clock())])
+        live = await self._script(
+            _JOURNAL_LIVE,
+            [f"{PREFIX}journal", f"{PREFIX}journal:expiry"],
+            [repr(self._clock())],
+        )
         entries = [json.loads(raw) for raw in live]
         entries.sort(key=lambda e: (float(e["started"]), int(e["seq"])))
         return [

@@ -378,6 +378,28 @@ async def test_an_open_turn_expires_after_its_ttl_and_is_purged(
     assert rows == ["new"]
 
 
+@pytest.mark.anyio
+async def test_opening_a_turn_drops_expired_ones_and_closed_turns_leave_no_trace(
+    store: StateStore, clock: FakeClock, backend: Backend
+) -> None:
+    await store.journal_open(turn("old"), ttl=10)
+    await store.journal_open(turn("closed", OTHER), ttl=WEEK)
+    await store.journal_close("closed")
+    await store.journal_open(turn("answered", OTHER), ttl=WEEK)
+    await store.ledger_put(DeliveryEntry("e-9", OTHER, "done", 1.0), closes_turn="answered")
+    clock.advance(PURGE_INTERVAL)  # past "old"'s 10 s, and the SQLite store's purge interval
+    await store.journal_open(turn("new"), ttl=WEEK)  # no read of the journal in between
+    if backend.path is not None:
+        with sqlite3.connect(backend.path) as raw:
+            rows = [row[0] for row in raw.execute("SELECT turn_id FROM journal")]
+        raw.close()
+    else:
+        with backend.raw() as client:
+            rows = list(client.hkeys(f"{PREFIX}journal"))
+            assert client.zrange(f"{PREFIX}journal:expiry", 0, -1) == ["new"]
+    assert rows == ["new"]
+
+
 # The tables of the previous version (stop 7), which had no journal.
 PREVIOUS_SCHEMA = """
 CREATE TABLE bindings (
