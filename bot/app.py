@@ -368,6 +368,7 @@ class BotApp:
                 return True
             if hops < MAX_HOPS and await self.cluster.relay(got, encode_event(event, hops + 1)):
                 log.info("handed event %s of %s to replica %s", event.event_id, key, got)
+                self.metrics.relayed.inc()
                 return False
             if time.monotonic() > deadline:
                 raise ConversationHeld(key, got)
@@ -474,6 +475,7 @@ class BotApp:
             log.warning(
                 "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
             )
+            self.metrics.replicas_adopted.inc()
             self._file_relayed(payloads)
         self._drop_lost(lost)
 
@@ -488,6 +490,7 @@ class BotApp:
         """Another replica took the conversation (this one could not renew in time): its turn
         stops, writing nothing more (the store fences the writes); the runner goes."""
         log.warning("lost the lease of %s to another replica; stopping its turn", key)
+        self.metrics.leases_lost.inc()
         self._leases.pop(key, None)
         runner = self.runners.pop(key, None)
         if runner is not None:

@@ -92,6 +92,23 @@ class Metrics:
             "Agents respawned after dying before they answered",
             registry=registry,
         )
+        # Replicas (bot/cluster.py): events handed to the replica serving their conversation,
+        # conversations another replica took from this one, dead replicas this one adopted.
+        self.relayed = Counter(
+            "switchboard_events_relayed",
+            "Events handed to the replica serving their conversation",
+            registry=registry,
+        )
+        self.leases_lost = Counter(
+            "switchboard_leases_lost",
+            "Conversations another replica took while this one served them",
+            registry=registry,
+        )
+        self.replicas_adopted = Counter(
+            "switchboard_replicas_adopted",
+            "Stopped replicas whose relayed events this replica took",
+            registry=registry,
+        )
         self.first_text = Histogram(
             "switchboard_first_text_seconds",
             "From a turn's start to the first text of the agent's reply",

@@ -184,7 +184,7 @@ async def test_a_message_reaching_the_other_replica_is_answered_by_the_one_servi
     here, there = ScriptedSurface(), ScriptedSurface()
     settings_a = engine_settings(tmp_path, fake_agent, state=redis_url, replica_id="a")
     settings_b = engine_settings(tmp_path, fake_agent, state=redis_url, replica_id="b")
-    async with running_app(settings_a, here), running_app(settings_b, there):
+    async with running_app(settings_a, here) as a, running_app(settings_b, there) as b:
         slow = here.message("alice", SLOW, event_id="u-1")
         first = here.post(slow)
         await wait_for(lambda: here.ops("send"), "the first reply to start")
@@ -194,6 +194,9 @@ async def test_a_message_reaching_the_other_replica_is_answered_by_the_one_servi
         await wait_for(lambda: sends(here, "Echo: hello"), "the relayed message's reply")
         again = there.post(there.message("alice", "hello", event_id="u-2"))
         await finished(again)  # a redelivery, on either replica: dropped
+        relayed = "switchboard_events_relayed_total"
+        assert b.metrics.registry.get_sample_value(relayed) == 1.0
+        assert a.metrics.registry.get_sample_value(relayed) == 0.0
     assert there.ops("send", "edit") == []  # b said nothing in a's conversation
     assert [c.text for c in here.ops("send") if "Echo: hello" in c.text] == ["Echo: hello"]
     assert len(fake_agent.frames_in("session/prompt")) == 2
