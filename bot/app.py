@@ -764,6 +764,11 @@ class BotApp:
     def surfaces(self) -> dict[str, Surface]:
         return dict(self._surfaces)
 
+    @property
+    def replicas_alive(self) -> list[str]:
+        """The replicas alive at the last heartbeat, this one included (sorted)."""
+        return sorted(self._alive | {self.replica})
+
     def agent_runtimes(self) -> list[AcpRuntime]:
         return self._pool.runtimes() if self._pool is not None else []
 

@@ -67,6 +67,8 @@ class OpsView:
                 for key, who, tool in waiting
             ],
             "ledger_backlog": len(ledger),
+            # this replica, and the others alive at its last heartbeat (one process: itself)
+            "replica": {"id": app.replica, "alive": app.replicas_alive},
             "surfaces": [
                 {"name": name, "connected": bool(getattr(surface, "connected", True))}
                 for name, surface in app.surfaces.items()

@@ -95,6 +95,7 @@ async def test_a_running_turn_is_listed_and_an_admin_stops_it(
         assert turn["conversation"] == f"dashboard:alice/{tab}"
         assert turn["state"] == "answering" and turn["agent_pid"] == agent["pid"]
         assert {"name": "dashboard", "connected": True} in seen["surfaces"]
+        assert seen["replica"] == {"id": app.replica, "alive": [app.replica]}  # one process
         said = await act(client, csrf, "stop-turn", turn["conversation"])
         assert said == f"The turn in {turn['conversation']} was stopped."
         await alice.until(
