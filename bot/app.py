@@ -159,6 +159,7 @@ class BotApp:
         self.replica = self.cluster.replica
         self._leases: dict[ConversationKey, Lease] = {}
         self._stale: set[ConversationKey] = set()  # leases that moved here: sessions reload
+        self._lost: dict[ConversationKey, Lease] = {}  # taken by another while a turn ran
         self._alive: set[str] = set()  # the replicas alive at the last heartbeat
         self._beating_since: float | None = None  # the first of the heartbeats since a failure
         self._orphans_due = False  # a replica died: adopt what it left
@@ -348,7 +349,7 @@ class BotApp:
 
     # ---- replicas (bot/cluster.py) ------------------------------------------------------------
     def _fence_of(self, key: ConversationKey) -> tuple[str, str] | None:
-        lease = self._leases.get(key)
+        lease = self._leases.get(key) or self._lost.get(key)
         return None if lease is None else (lease.name, str(lease.token))
 
     async def _take_conversation(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
@@ -363,6 +364,7 @@ class BotApp:
             got = await self.cluster.acquire(name)
             if isinstance(got, Lease):
                 self._leases[key] = got
+                self._lost.pop(key, None)
                 if got.moved:
                     self._stale.add(key)
                 return True
@@ -491,10 +493,20 @@ class BotApp:
         stops, writing nothing more (the store fences the writes); the runner goes."""
         log.warning("lost the lease of %s to another replica; stopping its turn", key)
         self.metrics.leases_lost.inc()
-        self._leases.pop(key, None)
+        lease = self._leases.pop(key, None)
         runner = self.runners.pop(key, None)
-        if runner is not None:
-            runner.lose()
+        if runner is None or lease is None:
+            return
+        # Its turn's last writes (the partial reply as it stops) go out under the old token,
+        # so the store refuses them, until the runner is done.
+        self._lost[key] = lease
+        runner.lose()
+        self.spawn(lambda: self._forget_lost(key, lease, runner))
+
+    async def _forget_lost(self, key: ConversationKey, lease: Lease, runner: ChatRunner) -> None:
+        await runner.wait_idle()
+        if self._lost.get(key) is lease:
+            del self._lost[key]
 
     def _orphaned(self, replica: str) -> bool:
         """An entry written by `replica` is nobody's now: at start-up, every entry of this

@@ -16,6 +16,7 @@ import redis
 
 from bot.cluster import Lease, SurfaceLeases, conversation_lease, decode_event, encode_event
 from bot.conversation import Binding
+from bot.notices import SHUTDOWN_NOTE
 from bot.redis_cluster import RedisCluster
 from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, LeaseLost
@@ -217,3 +218,34 @@ async def test_an_approval_pressed_on_the_other_replica_reaches_the_agent(
     assert permission_outcomes(fake_agent) == [{"outcome": "selected", "optionId": "allow_once"}]
     assert [c.text for c in here.ops("close_choice")] == ["Answered: Yes"]
     assert there.ops("send", "edit", "close_choice") == []
+
+
+async def test_a_replica_that_lost_its_lease_stops_its_turn_and_writes_nothing_more(
+    tmp_path: Path, fake_agent: FakeAgent, redis_url: str
+) -> None:
+    """Another replica took the conversation while a turn ran here (a pause past the TTL): the
+    heartbeat notices, the turn is stopped, and its last words (the partial reply with the
+    stopping note) are refused by the store, so nothing is delivered over the new holder."""
+    here = ScriptedSurface()
+    settings = engine_settings(tmp_path, fake_agent, state=redis_url, replica_id="a", lease_ttl=1.0)
+    async with running_app(settings, here) as a:
+        turn = here.post(
+            here.message("alice", script({"chunk": "working "}, {"hang": True}), event_id="u-1")
+        )
+        await wait_for(lambda: sends(here, "working"), "the reply to start")
+        thief = RedisStateStore(redis_url)
+        try:
+            name = conversation_lease(CHAT)
+            with redis.Redis.from_url(redis_url) as raw:
+                raw.delete(f"switchboard:lease:{name}")  # a's lease lapsed
+            taken = await RedisCluster(thief, "b", 30.0).acquire(name)
+            assert isinstance(taken, Lease) and taken.moved
+            await finished(turn)
+            assert await thief.ledger_pending() == []
+            assert await thief.journal_open_turns() == []
+        finally:
+            await thief.aclose()
+        lost = a.metrics.registry.get_sample_value("switchboard_leases_lost_total")
+        assert lost == 1.0
+    assert not sends(here, SHUTDOWN_NOTE)
+    assert not sends(here, "stopped")
