@@ -420,7 +420,6 @@ class BotApp:
 
     async def _relay_loop(self) -> None:
         """Events other replicas handed to this one, each conversation's in order."""
-        self._relayed.open(self._task_group())
         while True:
             # store calls are shielded: without this checkpoint a cancelled loop never ends
             await anyio.lowlevel.checkpoint()
@@ -500,8 +499,22 @@ class BotApp:
         # Its turn's last writes (the partial reply as it stops) go out under the old token,
         # so the store refuses them, until the runner is done.
         self._lost[key] = lease
-        runner.lose()
+        waiting = runner.lose()
         self.spawn(lambda: self._forget_lost(key, lease, runner))
+        if waiting:
+            self.spawn(lambda: self._hand_on(waiting))
+
+    async def _hand_on(self, waiting: Sequence[tuple[Inbound, str]]) -> None:
+        """Messages that were waiting here when another replica took their conversation go to
+        that replica, in order."""
+        for inbound, journal_id in waiting:
+            try:
+                if await self._take_conversation(inbound, 1):  # it came back to this replica
+                    await self._accept(inbound, RelayedEvent(inbound, 1))
+                if journal_id:
+                    await self.store.journal_close(journal_id)
+            except Exception as exc:  # a fault of ours: this message only
+                await self._event_fault(inbound, exc)
 
     async def _forget_lost(self, key: ConversationKey, lease: Lease, runner: ChatRunner) -> None:
         await runner.wait_idle()
@@ -534,8 +547,24 @@ class BotApp:
             if entry.attempts < 5 and await self._adopt_conversation(entry.key):
                 await self._redeliver_one(entry)
         for turn in turns:
-            if await self._adopt_conversation(turn.key):
+            if not await self._adopt_conversation(turn.key):
+                continue
+            if turn.message:  # a message that was waiting behind the turn: sent on, in order
+                await self._send_on(turn)
+            else:
                 await self._tell_cut_off(turn)
+
+    async def _send_on(self, waiting: JournalEntry) -> None:
+        relayed = decode_event(waiting.message)
+        try:
+            await self.store.journal_close(waiting.turn_id)  # its new turn journals it anew
+        except StoreError as exc:
+            log.warning("could not close waiting message %s: %s", waiting.turn_id, exc.reason)
+            self._orphans_due = True
+            return
+        if relayed is not None:
+            log.info("sending on a message a stopped process left waiting in %s", waiting.key)
+            self._relayed.put(waiting.key, relayed)
 
     async def _adopt_conversation(self, key: ConversationKey) -> bool:
         surface = self._surfaces.get(key.surface)
@@ -670,6 +699,7 @@ class BotApp:
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
+            self._relayed.open(tg)  # events relayed here, and messages a stopped process left
             keep_writing = getattr(self.store, "run", None)  # a store's own background writes
             if keep_writing is not None:
                 tg.start_soon(keep_writing)
@@ -874,10 +904,13 @@ class ConversationHeld(Exception):
 
 
 def _files_left(count: int) -> str:
-    files = "file" if count == 1 else f"{count} files"
+    if count == 1:
+        what, them = "The file attached to your message", "it"
+    else:
+        what, them = f"The {count} files attached to your message", "them"
     return (
-        f"The {files} attached to your message could not be passed to the Switchboard replica "
-        "serving this conversation; send them again."
+        f"{what} could not be passed to the Switchboard replica serving this conversation; "
+        f"send {them} again."
     )
 
 

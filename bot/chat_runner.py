@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
@@ -37,6 +37,7 @@ from acp import (
 )
 from bot.agent_sessions import ConversationSessions
 from bot.attachments import FileLimits, Intake, prompt_for, take_in
+from bot.cluster import encode_event
 from bot.faults import fault_sentence, log_fault, new_turn_id
 from bot.ladder import run_turn
 from bot.markdown_split import split_message
@@ -57,7 +58,7 @@ from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
-from bot.store import JournalEntry, LeaseLost
+from bot.store import JournalEntry, LeaseLost, StoreError
 from config import ConfigError, valid_text
 from surfaces.base import (
     Choice,
@@ -94,6 +95,7 @@ MENU_NAME_CHARS, MENU_TEXT_CHARS = 64, 200
 class _Queued:
     inbound: Inbound
     done: anyio.Event
+    journal_id: str = ""  # its journal entry while it waits behind a running turn
 
 
 class _ChatOutput:
@@ -186,6 +188,7 @@ class ChatRunner:
         self.menu_shown: tuple[AgentCommand, ...] = ()  # the agent menu the surface shows
         self._menu_wanted: tuple[AgentCommand, ...] = ()
         self._menu_syncing = False
+        self._waiting_ids: list[str] = []  # journal entries of the batch the turn took
 
     @property
     def agent_commands(self) -> tuple[str, ...]:
@@ -261,7 +264,11 @@ class ChatRunner:
             await self.say("Too many messages are waiting; send this again after the reply.")
             done.set()
             return done
-        self.queue.append(_Queued(inbound, done))
+        # Journalled while it waits (written before it joins the queue, so the turn that takes it
+        # always finds the entry to close): a crash meanwhile costs the reply being written,
+        # not this message, which whoever adopts the journal sends on.
+        journal_id = await self._journal_waiting(inbound) if self.running else ""
+        self.queue.append(_Queued(inbound, done, journal_id))
         if self.running:
             # Once the reply is out the turn only tidies up, and this message goes next at once:
             # "queued" would then read as if the answer were still coming.
@@ -286,6 +293,7 @@ class ChatRunner:
                     release_agent = await self._hold_agent()
                 self.turn_id = new_turn_id()
                 self._answered = False
+                self._waiting_ids = [queued.journal_id for queued in batch if queued.journal_id]
                 try:
                     with anyio.CancelScope() as scope:
                         self._turn_scope = scope
@@ -297,6 +305,8 @@ class ChatRunner:
                     await self._tell_fault(exc)
                 finally:
                     self._turn_scope = None
+                    with anyio.CancelScope(shield=True):
+                        await self._close_waiting()  # also for a turn that ended early
                     for queued in batch:
                         queued.done.set()
         finally:  # a crash never leaves the conversation busy
@@ -521,11 +531,34 @@ class ChatRunner:
         replica = self.services.replica
         turn = JournalEntry(self.turn_id, self.key, requester.id, time.time(), replica)
         await self.services.store.journal_open(turn, JOURNAL_TTL)
+        await self._close_waiting()  # the turn's own entry covers its messages from now on
         try:
             yield turn.turn_id
         finally:
             with anyio.CancelScope(shield=True):  # bounded by the store's busy timeout
                 await self.services.store.journal_close(turn.turn_id)
+
+    async def _journal_waiting(self, inbound: Inbound) -> str:
+        entry = JournalEntry(
+            f"q-{uuid.uuid4().hex[:16]}",
+            self.key,
+            inbound.user.id,
+            time.time(),
+            self.services.replica,
+            encode_event(inbound, 0),
+        )
+        await self.services.store.journal_open(entry, JOURNAL_TTL)
+        return entry.turn_id
+
+    async def _close_waiting(self, ids: Sequence[str] | None = None) -> None:
+        """Close the journal entries of waiting messages now taken (or dropped)."""
+        if ids is None:
+            ids, self._waiting_ids = self._waiting_ids, []
+        for journal_id in ids:
+            try:
+                await self.services.store.journal_close(journal_id)
+            except StoreError as exc:  # it is sent on after a crash; one duplicate at worst
+                log.warning("%s: could not close journal entry %s: %s", self.key, journal_id, exc)
 
     def log_fault(self, exc: Exception, doing: str, **crumbs: str) -> None:
         """Log a fault in this conversation with its breadcrumbs: the agent, and the turn while
@@ -570,23 +603,28 @@ class ChatRunner:
         """/stop: cancel the running turn, drop the queue and pending approvals. Returns whether
         a turn was cancelled and how many queued messages were dropped."""
         dropped = len(self.queue)
+        waiting = [queued.journal_id for queued in self.queue if queued.journal_id]
         for queued in self.queue:
             queued.done.set()
         self.queue.clear()
+        await self._close_waiting(waiting)
         session = self.sessions.current
         if not self.running or session is None or not session.busy:
             return False, dropped
         await session.cancel()
         return True, dropped
 
-    def lose(self) -> None:
-        """Another replica took this conversation: the queue goes and the turn is cancelled; it
-        writes nothing more (the store refuses its writes, `LeaseLost`)."""
+    def lose(self) -> list[tuple[Inbound, str]]:
+        """Another replica took this conversation: the turn is cancelled; it writes nothing
+        more (the store refuses its writes, `LeaseLost`). Returns the messages that were waiting
+        (each with its journal entry) for the app to hand on to the new holder."""
+        waiting = [(queued.inbound, queued.journal_id) for queued in self.queue]
         for queued in self.queue:
             queued.done.set()
         self.queue.clear()
         self.hard_stop()
         self.release()
+        return waiting
 
     def hard_stop(self) -> None:
         """Cancel the running turn outright (shutdown, once `stop` had its chance); the turn

@@ -518,6 +518,7 @@ class RedisStateStore:
             "started": entry.started,
             "expires": now + ttl,
             "replica": entry.replica,
+            "message": entry.message,
         }
         await self._fenced(
             entry.key,
@@ -546,6 +547,7 @@ class RedisStateStore:
                 str(e["requester"]),
                 float(e["started"]),
                 str(e.get("replica", "")),
+                str(e.get("message", "")),
             )
             for e in entries
         ]

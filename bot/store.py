@@ -106,6 +106,9 @@ class JournalEntry:
     requester: str  # the platform user id of the person who asked
     started: float
     replica: str = ""  # the replica running the turn (see `DeliveryEntry.replica`)
+    # A message waiting behind a running turn, not a turn: the message itself (bot/cluster.py's
+    # `encode_event`), so whoever adopts it after a crash sends it on instead of losing it.
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +314,7 @@ _ADDED_COLUMNS = (
     ("ledger", "replica", "TEXT NOT NULL DEFAULT ''"),  # issue 16: who wrote it
     ("journal", "replica", "TEXT NOT NULL DEFAULT ''"),
     ("events", "claimant", "TEXT NOT NULL DEFAULT ''"),
+    ("journal", "message", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -689,9 +693,9 @@ class SqliteStateStore:
             self._maybe_purge(conn, now)
             conn.execute(
                 "REPLACE INTO journal (turn_id, surface, chat, thread, requester, started,"
-                " expires, replica) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " expires, replica, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (entry.turn_id, entry.key.surface, entry.key.chat, entry.key.thread,
-                 entry.requester, entry.started, now + ttl, entry.replica),
+                 entry.requester, entry.started, now + ttl, entry.replica, entry.message),
             )  # fmt: skip
 
         await self._run(op, write=True)
@@ -702,11 +706,11 @@ class SqliteStateStore:
     async def journal_open_turns(self) -> list[JournalEntry]:
         def op(conn: sqlite3.Connection, now: float) -> list[JournalEntry]:
             rows = conn.execute(
-                "SELECT turn_id, surface, chat, thread, requester, started, replica FROM journal"
-                " WHERE expires > ? ORDER BY started, rowid",
+                "SELECT turn_id, surface, chat, thread, requester, started, replica, message"
+                " FROM journal WHERE expires > ? ORDER BY started, rowid",
                 (now,),
             ).fetchall()
-            return [JournalEntry(r[0], _key(r, 1), r[4], r[5], r[6]) for r in rows]
+            return [JournalEntry(r[0], _key(r, 1), r[4], r[5], r[6], r[7]) for r in rows]
 
         return await self._run(op, write=False)
 

@@ -146,6 +146,31 @@ async def test_a_reply_cut_off_by_sigkill_gets_one_notice_after_the_restart_and_
     assert shown_since(api, mark) == []  # said once, never again
 
 
+async def test_a_message_waiting_behind_a_turn_cut_off_by_sigkill_is_answered_after_the_restart(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, env: dict[str, str]
+) -> None:
+    """A crash costs the reply being written, not the messages waiting behind it."""
+    async with switchboard_run(env, api, tmp_path) as first:
+        api.dm(ALICE, "SCN_SLOW_STREAM")
+        await wait_for(lambda: drafted(api, "first part"), "the reply to stream as drafts", 15)
+        api.dm(ALICE, "and then this")
+        await wait_for(
+            lambda: any("Queued" in call.params.get("text", "") for call in api.calls),
+            "the second message to be queued",
+            15,
+        )
+        await sigkill(first)
+
+    async with switchboard_run(env, api, tmp_path):
+        await wait_for(
+            lambda: "Echo: and then this" in api.chat_text(ALICE.id), "the waiting message", 20
+        )
+    texts = [call.params.get("text", "") for call in api.calls_to("sendMessage")]
+    assert sum(RESTART_NOTICE in text for text in texts) == 1
+    assert sum("Echo: and then this" in text for text in texts) == 1
+    assert fake_agent.prompt_texts().count("and then this") == 1  # asked once, after the restart
+
+
 async def test_a_reply_delivered_before_sigkill_is_followed_by_nothing_after_the_restart(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, env: dict[str, str]
 ) -> None:
