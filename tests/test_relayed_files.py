@@ -106,9 +106,10 @@ async def test_a_telegram_file_is_downloaded_again_by_another_replicas_adapter()
                 await tg.start(here.run, on_event)
                 api.post_photo(ALICE.id, ALICE, JPEG)
                 api.post_document(ALICE.id, ALICE, b"notes\n", "notes.txt", "text/plain")
-                await wait_for(lambda: len(events) == 2, "both messages")
+                api.post_media(ALICE.id, ALICE, {"game": {"title": "g", "description": "d"}})
+                await wait_for(lambda: len(events) == 3, "the three messages")
                 tg.cancel_scope.cancel()
-            photo, notes = (file for event in events for file in event.files)  # type: ignore[union-attr]
+            photo, notes, game = (file for event in events for file in event.files)  # type: ignore[union-attr]
             assert photo.ref.startswith("tg1:") and api.token not in photo.ref
             assert await (await travelled(there, photo)).fetch(10 * MB) == JPEG
             assert await (await travelled(there, notes)).fetch(10 * MB) == b"notes\n"
@@ -116,6 +117,10 @@ async def test_a_telegram_file_is_downloaded_again_by_another_replicas_adapter()
             assert small is not None
             with pytest.raises(FileRefused):  # the same bounded download path
                 await small.fetch(100)
+            with pytest.raises(FileRefused) as refused:  # why, said by the serving replica
+                await (await travelled(there, game)).fetch(10 * MB)
+            assert refused.value.reason == "An agent cannot play or read a Telegram game."
+            assert there.file_from_ref("x", "", None, "document", "tg1x:The password") is None
             assert refs_refused(there, "telegram", photo.ref, FOREIGN["telegram"]) == []
         finally:
             await here.close()

@@ -11,7 +11,9 @@ anything else (or a picture Telegram would not take as a photo) by `sendDocument
 50 MB, in the conversation's topic, paced and translated like every message call.
 
 Among replicas: a file's `ref` is `tg1:<file_id>`, all another replica needs (getFile works from
-any process holding the bot token); `file_from_ref` reads it back, checked like any input."""
+any process holding the bot token), and content refused as no agent's is `tg1x:<what it is>`, so
+the person hears why from the replica that answers; `file_from_ref` reads either back, checked
+like any input (a refusal only by the name of one this adapter makes)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from surfaces.base import (
 )
 from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
-from surfaces.telegram.convert import MAX_DOWNLOAD_BYTES, FileRef, chat_and_thread
+from surfaces.telegram.convert import MAX_DOWNLOAD_BYTES, REFUSALS, FileRef, chat_and_thread
 from surfaces.telegram.errors import BOT_API, TOO_BIG_TO_DOWNLOAD, PhotoRefused
 from surfaces.telegram.messages import MessageCalls
 
@@ -53,6 +55,7 @@ MAX_CAPTION = 1024  # UTF-16 code units, like message text
 PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 _CHUNK = 64 * 1024
 REF_PREFIX = "tg1:"
+REFUSED_PREFIX = "tg1x:"
 # Bot API file ids are URL-safe base64 of well under 200 characters.
 _FILE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
@@ -106,6 +109,10 @@ class FileTransfers:
     ) -> IncomingFile | None:
         """The file another replica's `incoming` made, downloadable here; None for a ref that
         is not ours or not well formed (it came through the shared store)."""
+        refused = ref.removeprefix(REFUSED_PREFIX)
+        if refused != ref:
+            sentence = REFUSALS.get(refused)
+            return None if sentence is None else self.refused(refused, sentence)
         file_id = ref.removeprefix(REF_PREFIX)
         if file_id == ref or not _FILE_ID.fullmatch(file_id) or kind not in FILE_KINDS:
             return None
@@ -122,7 +129,8 @@ class FileTransfers:
         async def fetch(limit: int) -> bytes:
             raise FileRefused(sentence)
 
-        return IncomingFile(what, "", None, fetch, "document")
+        ref = REFUSED_PREFIX + what if REFUSALS.get(what) == sentence else ""
+        return IncomingFile(what, "", None, fetch, "document", ref=ref)
 
     async def download(self, ref: FileRef, limit: int) -> bytes:
         self._check_size(ref.size, limit)
