@@ -34,7 +34,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
 JPEG = b"\xff\xd8\xff\xe0" + b"\1" * 2000
 MB = 1024 * 1024
 ALICE = People().alice
-# Refs no adapter may take: other platforms', forged, oversized, with control characters.
+# Refs no adapter may take: forged, malformed, oversized, off the platform's hosts.
 HOSTILE = (
     "",
     "tg1:",
@@ -234,5 +234,6 @@ async def test_a_photo_sent_through_the_other_replica_reaches_the_agent_of_the_s
         await c.wait_text(ALICE.id, "[received: resource_link", timeout=30)
         (prompt,) = c.prompts_containing("what is this")
         assert prompt.replica is serving
+        assert not any("could not be passed" in text for text in c.chat_texts(ALICE.id))
     saved = list((tmp_path / "workspace" / ".switchboard" / "inbox").rglob("*"))
     assert [path.read_bytes() for path in saved if path.is_file()] == [JPEG]
