@@ -67,7 +67,14 @@ from surfaces.discord.convert import (
     thread_name,
 )
 from surfaces.discord.errors import EDITS, FILES, REST, SDK_FAILURES
-from surfaces.discord.files import CDN_HOSTS, UPLOAD_LIMIT, incoming_files, too_large, upload
+from surfaces.discord.files import (
+    CDN_HOSTS,
+    UPLOAD_LIMIT,
+    file_from_ref,
+    incoming_files,
+    too_large,
+    upload,
+)
 from surfaces.discord.gateway import (
     CLOSE_TIMEOUT,
     NO_MENTIONS,
@@ -333,6 +340,12 @@ class DiscordSurface:
         return self._shards
 
     # ---- inbound -------------------------------------------------------------------------------
+    def file_from_ref(
+        self, name: str, mime: str, size: int | None, kind: str, ref: str
+    ) -> IncomingFile | None:
+        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        return file_from_ref(name, mime, size, kind, ref, self._file_hosts)
+
     async def _on_message(self, message: discord.Message) -> None:
         me = self._me()
         if not self._receiving or not me:

@@ -5,7 +5,13 @@ within the place's upload limit.
 An attachment's URL comes in the gateway's message payload, never from what a person typed; it
 is still checked to be on Discord's CDN (or on the API host the surface is pointed at, in tests)
 before anything is fetched. The claimed size is checked before the download, and the download
-stops as soon as it passes the limit asked for."""
+stops as soon as it passes the limit asked for.
+
+Among replicas: an attachment's `ref` is its URL, as the gateway gave it. Discord hands a bot
+no file id to fetch by, and the URL's signature is the CDN's, not the bot's credential (anyone
+who sees the message gets the same link; it expires within a day, far longer than a relay
+takes). `file_from_ref` takes it back only as an absolute URL on the same hosts, without user
+information, over HTTPS on Discord's CDN; the download checks the host again."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from collections.abc import Collection
 import aiohttp
 import yarl
 
-from surfaces.base import IncomingFile, OutgoingFile
+from surfaces.base import FILE_KINDS, IncomingFile, OutgoingFile
 from surfaces.discord.errors import NETWORK_ERRORS
 from surfaces.discord.sdk import discord
 from surfaces.downloads import read_within
@@ -25,6 +31,7 @@ __all__ = [
     "CDN_HOSTS",
     "UPLOAD_LIMIT",
     "download",
+    "file_from_ref",
     "file_kind",
     "incoming_files",
     "too_large",
@@ -33,6 +40,7 @@ __all__ = [
 
 UPLOAD_LIMIT = 10 * 1024 * 1024  # Discord's default for bots; a boosted guild allows more
 CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
+MAX_REF_CHARS = 2000  # an attachment URL with its signature is a few hundred
 DOWNLOAD_TIMEOUT = aiohttp.ClientTimeout(total=120, sock_read=30)
 _CHUNK = 64 * 1024
 _MIB = 1024 * 1024
@@ -62,27 +70,42 @@ def incoming_files(message: discord.Message, trusted: Collection[str]) -> tuple[
     for attachment in message.attachments:
         mime = attachment.content_type or ""
         voice = voice_message or attachment.is_voice_message()
-
-        async def fetch(
-            limit: int,
-            url: str = attachment.url,
-            name: str = attachment.filename,
-            size: int = attachment.size,
-        ) -> bytes:
-            if size > limit:
-                raise FileRefused(too_large(name, limit), limit=limit)
-            return await download(url, limit, name=name, trusted=trusted)
-
+        kind = file_kind(mime, voice=voice)
         files.append(
-            IncomingFile(
-                name=attachment.filename,
-                mime=mime,
-                size=attachment.size,
-                fetch=fetch,
-                kind=file_kind(mime, voice=voice),
-            )
+            _incoming(attachment.url, attachment.filename, mime, attachment.size, kind, trusted)
         )
     return tuple(files)
+
+
+def file_from_ref(
+    name: str, mime: str, size: int | None, kind: str, ref: str, trusted: Collection[str]
+) -> IncomingFile | None:
+    """The attachment another replica's `incoming_files` made, downloadable here; None for a
+    ref that is not an attachment URL on `trusted` hosts (it came through the shared store)."""
+    if len(ref) > MAX_REF_CHARS or not ref.isascii() or not ref.isprintable() or " " in ref:
+        return None
+    if kind not in FILE_KINDS or (size is not None and size < 0):
+        return None
+    try:
+        url = yarl.URL(ref)
+    except ValueError:
+        return None
+    if not url.is_absolute() or url.host not in trusted or url.user or url.password:
+        return None
+    if url.scheme != "https" and (url.host in CDN_HOSTS or url.scheme != "http"):
+        return None
+    return _incoming(ref, name, mime, size, kind, trusted)
+
+
+def _incoming(
+    url: str, name: str, mime: str, size: int | None, kind: str, trusted: Collection[str]
+) -> IncomingFile:
+    async def fetch(limit: int) -> bytes:
+        if size is not None and size > limit:
+            raise FileRefused(too_large(name, limit), limit=limit)
+        return await download(url, limit, name=name, trusted=trusted)
+
+    return IncomingFile(name=name, mime=mime, size=size, fetch=fetch, kind=kind, ref=url)
 
 
 async def download(url: str, limit: int, *, name: str, trusted: Collection[str]) -> bytes:

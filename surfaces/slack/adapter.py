@@ -49,6 +49,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    IncomingFile,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -76,7 +77,7 @@ from surfaces.slack.errors import (
     socket_connection_fault,
     unreachable,
 )
-from surfaces.slack.files import MAX_UPLOAD_BYTES, incoming, upload
+from surfaces.slack.files import MAX_UPLOAD_BYTES, file_from_ref, incoming, upload
 from surfaces.slack.home import Home
 from surfaces.slack.receivers import run_http, run_socket_mode
 from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams
@@ -290,6 +291,12 @@ class SlackSurface:
             files=tuple(incoming(self._api, file) for file in message.files),
         )
         self._lanes.put(key, inbound)
+
+    def file_from_ref(
+        self, name: str, mime: str, size: int | None, kind: str, ref: str
+    ) -> IncomingFile | None:
+        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        return file_from_ref(self._api, name, mime, size, kind, ref)
 
     def _open_home(self, event: dict[str, Any]) -> None:
         """`app_home_opened`: publish that person's Home view (in the background)."""

@@ -6,21 +6,26 @@ Fetching never trusts the event: the file's id goes to `files.info`, and only th
 and only on Slack's file host (`WebApi.file_origins`), streamed and cut off past the limit. A file
 Slack hides (past the storage limit), has deleted, or that lives elsewhere is refused with a
 sentence. Uploading (`files.getUploadURLExternal`, the POST, `files.completeUploadExternal` into
-the conversation's thread) runs as one call in the channel's pacer; Slack shows images itself."""
+the conversation's thread) runs as one call in the channel's pacer; Slack shows images itself.
+
+Among replicas: a file's `ref` is its Slack file id, what `files.info` needs (never its
+`url_private`: that is fetched with the token, by whichever replica downloads it); `file_from_ref`
+checks the id's shape and fetches the same way."""
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from surfaces.base import ConversationKey, IncomingFile, OutgoingFile
+from surfaces.base import FILE_KINDS, ConversationKey, IncomingFile, OutgoingFile
 from surfaces.errors import FileRefused
 from surfaces.slack.convert import SlackFile, unavailable_reason
 from surfaces.slack.errors import Refused
 from surfaces.slack.web_api import WebApi
 
-__all__ = ["MAX_UPLOAD_BYTES", "incoming", "upload"]
+__all__ = ["MAX_UPLOAD_BYTES", "file_from_ref", "incoming", "upload"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,8 @@ _REFUSALS = {
     "file_uploads_disabled": "File uploads are turned off in this Slack workspace.",
     "file_uploads_except_images_disabled": "This Slack workspace only takes images.",
 }
+# Slack's file ids: an F and upper-case letters and digits.
+_FILE_ID = re.compile(r"F[A-Z0-9]{1,63}")
 
 
 def incoming(api: WebApi, file: SlackFile) -> IncomingFile:
@@ -42,7 +49,17 @@ def incoming(api: WebApi, file: SlackFile) -> IncomingFile:
     async def fetch(limit: int) -> bytes:
         return await _fetch(api, file, limit)
 
-    return IncomingFile(file.name, file.mime, file.size, fetch, kind=file.kind)
+    return IncomingFile(file.name, file.mime, file.size, fetch, kind=file.kind, ref=file.id)
+
+
+def file_from_ref(
+    api: WebApi, name: str, mime: str, size: int | None, kind: str, ref: str
+) -> IncomingFile | None:
+    """The file another replica's `incoming` made, fetched through this replica's `api`; None
+    for a ref that is not a Slack file id (it came through the shared store)."""
+    if not _FILE_ID.fullmatch(ref) or kind not in FILE_KINDS or (size is not None and size < 0):
+        return None
+    return incoming(api, SlackFile(ref, name, mime, size))
 
 
 async def _fetch(api: WebApi, file: SlackFile, limit: int) -> bytes:

@@ -389,6 +389,12 @@ class TelegramSurface:
             files.append(self._files.refused(*received.refusal))
         return files
 
+    def file_from_ref(
+        self, name: str, mime: str, size: int | None, kind: str, ref: str
+    ) -> IncomingFile | None:
+        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        return self._files.file_from_ref(name, mime, size, kind, ref)
+
     async def _hand_over(self, item: Inbound | Album) -> None:
         assert self._on_event is not None
         if isinstance(item, Album):

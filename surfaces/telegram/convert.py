@@ -194,6 +194,8 @@ _ANIMATED_STICKER = (
     "The animated sticker",
     "Animated stickers carry nothing an agent can read; send a picture or text.",
 )
+# Each refusal by what it is called: how one travels to another replica (files.py).
+REFUSALS: dict[str, str] = dict((*_REFUSED.values(), _ANIMATED_STICKER))
 
 
 def message_content(

@@ -8,20 +8,33 @@ URL carries the token: it is never logged nor put into an error.
 
 Uploads: an image Telegram shows as a picture (JPEG, PNG, WebP within 10 MB) by `sendPhoto`,
 anything else (or a picture Telegram would not take as a photo) by `sendDocument`, within
-50 MB, in the conversation's topic, paced and translated like every message call."""
+50 MB, in the conversation's topic, paced and translated like every message call.
+
+Among replicas: a file's `ref` is `tg1:<file_id>`, all another replica needs (getFile works from
+any process holding the bot token), and content refused as no agent's is `tg1x:<what it is>`, so
+the person hears why from the replica that answers; `file_from_ref` reads either back, checked
+like any input (a refusal only by the name of one this adapter makes)."""
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 import httpx
 from telegram import Bot, Message
 
-from surfaces.base import ConversationKey, IncomingFile, MessageRef, OutgoingFile, count_utf16
+from surfaces.base import (
+    FILE_KINDS,
+    ConversationKey,
+    IncomingFile,
+    MessageRef,
+    OutgoingFile,
+    count_utf16,
+)
 from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
-from surfaces.telegram.convert import MAX_DOWNLOAD_BYTES, FileRef, chat_and_thread
+from surfaces.telegram.convert import MAX_DOWNLOAD_BYTES, REFUSALS, FileRef, chat_and_thread
 from surfaces.telegram.errors import BOT_API, TOO_BIG_TO_DOWNLOAD, PhotoRefused
 from surfaces.telegram.messages import MessageCalls
 
@@ -41,6 +54,10 @@ MAX_PHOTO_BYTES = 10 * 1024 * 1024  # sendPhoto
 MAX_CAPTION = 1024  # UTF-16 code units, like message text
 PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 _CHUNK = 64 * 1024
+REF_PREFIX = "tg1:"
+REFUSED_PREFIX = "tg1x:"
+# Bot API file ids are URL-safe base64 of well under 200 characters.
+_FILE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 def caption_text(caption: str) -> str | None:
@@ -83,7 +100,25 @@ class FileTransfers:
         async def fetch(limit: int) -> bytes:
             return await self.download(ref, limit)
 
-        return IncomingFile(ref.name, ref.mime, ref.size, fetch, ref.kind)
+        return IncomingFile(
+            ref.name, ref.mime, ref.size, fetch, ref.kind, ref=REF_PREFIX + ref.file_id
+        )
+
+    def file_from_ref(
+        self, name: str, mime: str, size: int | None, kind: str, ref: str
+    ) -> IncomingFile | None:
+        """The file another replica's `incoming` made, downloadable here; None for a ref that
+        is not ours or not well formed (it came through the shared store)."""
+        refused = ref.removeprefix(REFUSED_PREFIX)
+        if refused != ref:
+            sentence = REFUSALS.get(refused)
+            return None if sentence is None else self.refused(refused, sentence)
+        file_id = ref.removeprefix(REF_PREFIX)
+        if file_id == ref or not _FILE_ID.fullmatch(file_id) or kind not in FILE_KINDS:
+            return None
+        if size is not None and size < 0:
+            return None
+        return self.incoming(FileRef(file_id, name, mime, size, kind))
 
     @staticmethod
     def refused(what: str, sentence: str) -> IncomingFile:
@@ -94,7 +129,8 @@ class FileTransfers:
         async def fetch(limit: int) -> bytes:
             raise FileRefused(sentence)
 
-        return IncomingFile(what, "", None, fetch, "document")
+        ref = REFUSED_PREFIX + what if REFUSALS.get(what) == sentence else ""
+        return IncomingFile(what, "", None, fetch, "document", ref=ref)
 
     async def download(self, ref: FileRef, limit: int) -> bytes:
         self._check_size(ref.size, limit)
