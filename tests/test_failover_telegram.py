@@ -70,6 +70,27 @@ async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the
         assert finals(c, ALICE.id, RESTART_LEAD) == 1
 
 
+async def test_a_message_waiting_behind_the_killed_turn_is_answered_by_another_replica(
+    tmp_path: Path,
+) -> None:
+    """A replica's death costs at most the reply it was writing: the message queued behind it
+    (posted through another replica, relayed to the one running the turn) is sent on."""
+    async with cluster(tmp_path, "telegram", users=[ALICE]) as c:
+        await c.post_update(c.api.dm(ALICE, slow("long")))
+        running = await c.wait_prompt("long-0")
+        await c.wait_for(lambda: streaming(c, ALICE.id, "long-0"), "the reply to stream")
+        await c.post_update(c.api.dm(ALICE, "queued behind"), to=c.other_than(running.replica))
+        await c.wait_text(ALICE.id, "Queued", timeout=20)
+        c.kill(running.replica)
+
+        await c.wait_text(ALICE.id, RESTART_LEAD, timeout=40)
+        await c.wait_text(ALICE.id, "Echo: queued behind", timeout=40)
+        answered = c.prompts_containing("queued behind")
+        assert len(answered) == 1 and answered[0].replica is not running.replica
+        assert finals(c, ALICE.id, "Echo: queued behind") == 1
+        assert finals(c, ALICE.id, RESTART_LEAD) == 1
+
+
 async def test_a_replica_stopped_with_sigterm_exits_and_another_replica_takes_its_conversation(
     tmp_path: Path,
 ) -> None:
