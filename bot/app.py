@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from acp import (
     AGENT_ERRORS,
@@ -43,16 +42,7 @@ from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
-from bot.cluster import (
-    MAX_HOPS,
-    Lease,
-    RelayedEvent,
-    SurfaceLeases,
-    conversation_lease,
-    decode_event,
-    encode_event,
-    open_cluster,
-)
+from bot.cluster import RelayedEvent, open_cluster
 from bot.commands import (
     PROJECT_TOKEN_PREFIX,
     STOP,
@@ -66,16 +56,15 @@ from bot.faults import fault_sentence, log_fault
 from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
 from bot.metrics import LiveState, Metrics
-from bot.notices import RESTART_NOTICE
 from bot.ops_view import OpsView
 from bot.permissions import ApprovalBroker
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
+from bot.routing import ConversationRouting
 from bot.runtime_tuning import tuned_for_serving
-from bot.store import DeliveryEntry, JournalEntry, StateStore, StoreError
+from bot.store import DeliveryEntry, StateStore, StoreError
 from config import Settings, valid_text
-from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, IncomingFile, Surface
-from surfaces.lanes import Lanes
+from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +80,6 @@ SHUTDOWN_BUDGET = 4.0
 RELEASE_AFTER = 2.0
 # /readyz's store check gives up after this long (a probe must answer quickly).
 READY_STORE_TIMEOUT = 2.0
-# How long one read of relayed events waits (also the pause after a failed read).
-RELAY_WAIT = 1.0
-CONVERSATION_HELD = (
-    "Another Switchboard replica is serving this conversation and did not take your message; "
-    "send it again in a minute."
-)
 # A stranger's events are audited once per this many seconds per person, and this many
 # strangers remembered: a group's chatter cannot flood the audit log.
 STRANGER_AUDIT_EVERY = 3600.0
@@ -153,23 +136,11 @@ class BotApp:
         self.http: HttpServer | None = None  # while serving, unless SWITCHBOARD_HTTP__PORT=off
         # Strangers audited lately (a group's every message from them would flood the log).
         self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
-        # Replicas (bot/cluster.py): the conversations this replica serves are those whose
-        # lease it holds, one lease per live runner; their writes are fenced with it.
+        # Replicas (bot/cluster.py, bot/routing.py): this replica serves the conversations
+        # whose lease it holds (with one process: every conversation).
         self.cluster = open_cluster(settings.replica_id, settings.lease_ttl, store)
         self.replica = self.cluster.replica
-        self._leases: dict[ConversationKey, Lease] = {}
-        self._stale: set[ConversationKey] = set()  # leases that moved here: sessions reload
-        self._lost: dict[ConversationKey, Lease] = {}  # taken by another while a turn ran
-        self._alive: set[str] = set()  # the replicas alive at the last heartbeat
-        self._beating_since: float | None = None  # the first of the heartbeats since a failure
-        self._orphans_due = False  # a replica died: adopt what it left
-        self._starting = True  # until the first adoption, at start-up, is done
-        self._relayed: Lanes[ConversationKey, RelayedEvent] = Lanes(
-            self._accept_relayed, failure="the bot failed on a relayed event in %s", logger=log
-        )
-        fenced = getattr(store, "inner", store)
-        if self.cluster.shared and hasattr(fenced, "fence_of"):
-            fenced.fence_of = self._fence_of
+        self.routing = ConversationRouting(self, self.cluster)
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -252,8 +223,7 @@ class BotApp:
         runner = self.runners.get(key)
         if runner is None:
             runner = self.runners[key] = ChatRunner(self, surface, key)
-            if key in self._stale:  # served elsewhere since this replica last did
-                self._stale.discard(key)
+            if self.routing.moved_here(key):  # served elsewhere since this replica last did
                 runner.sessions.stale = True
                 self._memos.pop(key, None)
             memo = self._memos.pop(key, None)
@@ -272,7 +242,7 @@ class BotApp:
         for key in idle:
             runner = self.runners.pop(key)
             runner.release()
-            self._let_go(key)
+            self.routing.let_go(key)
             if runner.agent_commands or runner.usage is not None or runner.menu_shown:
                 self._memos[key] = (
                     runner.agent_commands,
@@ -292,15 +262,15 @@ class BotApp:
         """Accept one event. Returns when it is queued or answered, not when its reply is done."""
         queued = False
         try:
-            queued = await self._accept(event)
+            queued = await self.accept_event(event)
         except Exception as exc:  # a fault of ours: this event only, the adapter goes on
-            await self._event_fault(event, exc)
+            await self.event_fault(event, exc)
         finally:
             # A queued message's runner signals when its turn is done; anything else is done now.
             if not queued and isinstance(event, Inbound) and event.handled is not None:
                 event.handled.set()
 
-    async def _accept(
+    async def accept_event(
         self, event: Inbound | ChoiceAnswer, relayed: RelayedEvent | None = None
     ) -> bool:
         """Handle the event; True when a message was queued for a turn. A `relayed` event was
@@ -314,16 +284,11 @@ class BotApp:
         ):
             log.info("dropping a redelivered event %s", event.event_id)
             return False
-        try:
-            if not await self._take_conversation(event, relayed.hops if relayed else 0):
-                return False  # handed to the replica serving this conversation
-        except ConversationHeld as held:
-            log.warning("%s", held)
-            await self.deliver(surface, event.key, CONVERSATION_HELD)
-            return False
+        if not await self.routing.take(event, relayed.hops if relayed else 0):
+            return False  # handed to the replica serving this conversation
         self.runner(surface, event.key)  # one runner per lease: its release lets the lease go
         if relayed is not None and relayed.files and isinstance(event, Inbound):
-            event = await self._with_relayed_files(surface, event, relayed)
+            event = await self.routing.with_files(surface, event, relayed)
         if isinstance(event, ChoiceAnswer):
             if event.token.startswith(STOP_TOKEN_PREFIX):
                 await self._stop_pressed(surface, event)
@@ -346,248 +311,6 @@ class BotApp:
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
         return True
-
-    # ---- replicas (bot/cluster.py) ------------------------------------------------------------
-    def _fence_of(self, key: ConversationKey) -> tuple[str, str] | None:
-        lease = self._leases.get(key) or self._lost.get(key)
-        return None if lease is None else (lease.name, str(lease.token))
-
-    async def _take_conversation(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
-        """True when this replica serves the event's conversation (it holds its lease, or took
-        it now); False when the event was handed to the replica that holds it."""
-        key = event.key
-        if key in self._leases:
-            return True
-        name = conversation_lease(key)
-        deadline = time.monotonic() + 2 * self.cluster.ttl
-        while True:
-            got = await self.cluster.acquire(name)
-            if isinstance(got, Lease):
-                self._leases[key] = got
-                self._lost.pop(key, None)
-                if got.moved:
-                    self._stale.add(key)
-                return True
-            if hops < MAX_HOPS and await self.cluster.relay(got, encode_event(event, hops + 1)):
-                log.info("handed event %s of %s to replica %s", event.event_id, key, got)
-                self.metrics.relayed.inc()
-                return False
-            if time.monotonic() > deadline:
-                raise ConversationHeld(key, got)
-            # its holder is not alive (or the lease keeps moving): it expires within the TTL
-            await anyio.sleep(self.cluster.ttl / 10)
-
-    def _let_go(self, key: ConversationKey) -> None:
-        lease = self._leases.pop(key, None)
-        if lease is not None and self.cluster.shared:
-            self.spawn(lambda: self._release_lease(lease))
-
-    async def _release_lease(self, lease: Lease) -> None:
-        try:
-            await self.cluster.release(lease)
-        except StoreError as exc:  # it expires by itself within the TTL
-            log.warning("could not release lease %s: %s", lease.name, exc.reason)
-
-    async def _with_relayed_files(
-        self, surface: Surface, event: Inbound, relayed: RelayedEvent
-    ) -> Inbound:
-        """The relayed message's attachments, downloadable here again through this replica's
-        adapter; those that cannot be are said to be left behind."""
-        rebuild = getattr(surface, "file_from_ref", None)
-        files: list[IncomingFile] = []
-        for ref in relayed.files:
-            file = (
-                rebuild(ref.name, ref.mime, ref.size, ref.kind, ref.ref)
-                if ref is not None and rebuild is not None
-                else None
-            )
-            if isinstance(file, IncomingFile):
-                files.append(file)
-        left = len(relayed.files) - len(files)
-        if left:
-            await self.deliver(surface, event.key, _files_left(left))
-        return replace(event, files=tuple(files))
-
-    async def _accept_relayed(self, relayed: RelayedEvent) -> None:
-        event = relayed.event
-        if event.key.surface not in self._surfaces:
-            log.warning("dropping an event relayed for surface %s, not run here", event.key.surface)
-            return
-        try:
-            await self._accept(event, relayed)
-        except Exception as exc:  # a fault of ours: this event only
-            await self._event_fault(event, exc)
-
-    async def _relay_loop(self) -> None:
-        """Events other replicas handed to this one, each conversation's in order."""
-        while True:
-            # store calls are shielded: without this checkpoint a cancelled loop never ends
-            await anyio.lowlevel.checkpoint()
-            try:
-                payloads = await self.cluster.relayed(RELAY_WAIT)
-            except StoreError as exc:
-                log.warning("cannot read relayed events: %s", exc.reason)
-                await anyio.sleep(RELAY_WAIT)
-                continue
-            self._file_relayed(payloads)
-
-    def _file_relayed(self, payloads: Sequence[str]) -> None:
-        for payload in payloads:
-            relayed = decode_event(payload)
-            if relayed is not None:
-                self._relayed.put(relayed.event.key, relayed)
-
-    async def _beat_loop(self) -> None:
-        """The heartbeat, every third of the TTL: renews this replica's leases (a lost one stops
-        its conversation's turn without writing), notices replicas that died (what they left
-        is adopted), and adopts what is still unhandled."""
-        while True:
-            await self._beat()
-            if self._orphans_due:
-                await self._adopt_orphans()
-            await anyio.sleep(self.cluster.ttl / 3)
-
-    async def _beat(self) -> None:
-        leases = list(self._leases.values())
-        try:
-            lost = await self.cluster.beat(leases)
-            alive = set(await self.cluster.alive())
-            dead = await self.cluster.dead_replicas() if self.cluster.shared else []
-        except StoreError as exc:  # the leases hold until the TTL; the next beat tries again
-            log.warning("replica heartbeat failed: %s", exc.reason)
-            self._beating_since = None
-            return
-        now = time.monotonic()
-        if self._beating_since is None:
-            self._beating_since = now
-        # Right after this replica could not reach the store, every other replica looks dead
-        # too until it has beaten again: nobody is taken for dead within a TTL of that.
-        if now - self._beating_since < self.cluster.ttl:
-            return self._drop_lost(lost)
-        if self._alive - alive or dead:
-            self._orphans_due = True
-        self._alive = alive
-        for replica in dead:
-            try:
-                payloads = await self.cluster.adopt(replica)
-            except StoreError as exc:
-                log.warning("could not adopt replica %s's events: %s", replica, exc.reason)
-                continue
-            log.warning(
-                "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
-            )
-            self.metrics.replicas_adopted.inc()
-            self._file_relayed(payloads)
-        self._drop_lost(lost)
-
-    def _drop_lost(self, lost: set[str]) -> None:
-        by_name = {lease.name: key for key, lease in self._leases.items()}
-        for name in lost:
-            key = by_name.get(name)
-            if key is not None:
-                self._lease_lost(key)
-
-    def _lease_lost(self, key: ConversationKey) -> None:
-        """Another replica took the conversation (this one could not renew in time): its turn
-        stops, writing nothing more (the store fences the writes); the runner goes."""
-        log.warning("lost the lease of %s to another replica; stopping its turn", key)
-        self.metrics.leases_lost.inc()
-        lease = self._leases.pop(key, None)
-        runner = self.runners.pop(key, None)
-        if runner is None or lease is None:
-            return
-        # Its turn's last writes (the partial reply as it stops) go out under the old token,
-        # so the store refuses them, until the runner is done.
-        self._lost[key] = lease
-        waiting = runner.lose()
-        self.spawn(lambda: self._forget_lost(key, lease, runner))
-        if waiting:
-            self.spawn(lambda: self._hand_on(waiting))
-
-    async def _hand_on(self, waiting: Sequence[tuple[Inbound, str]]) -> None:
-        """Messages that were waiting here when another replica took their conversation go to
-        that replica, in order."""
-        for inbound, journal_id in waiting:
-            try:
-                if await self._take_conversation(inbound, 1):  # it came back to this replica
-                    await self._accept(inbound, RelayedEvent(inbound, 1))
-                if journal_id:
-                    await self.store.journal_close(journal_id)
-            except Exception as exc:  # a fault of ours: this message only
-                await self._event_fault(inbound, exc)
-
-    async def _forget_lost(self, key: ConversationKey, lease: Lease, runner: ChatRunner) -> None:
-        await runner.wait_idle()
-        if self._lost.get(key) is lease:
-            del self._lost[key]
-
-    def _orphaned(self, replica: str) -> bool:
-        """An entry written by `replica` is nobody's now: at start-up, every entry of this
-        replica's id (an earlier process; with one process, every entry), later those of
-        replicas seen not alive."""
-        if replica == self.replica or not self.cluster.shared:
-            return self._starting
-        # others' only once their death was seen (a TTL of heartbeats after start-up)
-        return not self._starting and replica not in self._alive
-
-    async def _adopt_orphans(self) -> None:
-        """What dead replicas (or an earlier process) left: undelivered replies are sent again,
-        cut-off turns told; each in its conversation, under its lease (so two replicas never
-        both do one). What cannot be done now (the conversation held elsewhere) is tried at
-        the next heartbeat."""
-        self._orphans_due = False
-        try:
-            pending = [e for e in await self.store.ledger_pending() if self._orphaned(e.replica)]
-            turns = [t for t in await self.store.journal_open_turns() if self._orphaned(t.replica)]
-        except StoreError as exc:
-            log.warning("cannot read what stopped replicas left: %s", exc.reason)
-            self._orphans_due = True
-            return
-        for entry in pending:
-            if entry.attempts < 5 and await self._adopt_conversation(entry.key):
-                await self._redeliver_one(entry)
-        for turn in turns:
-            if not await self._adopt_conversation(turn.key):
-                continue
-            if turn.message:  # a message that was waiting behind the turn: sent on, in order
-                await self._send_on(turn)
-            else:
-                await self._tell_cut_off(turn)
-
-    async def _send_on(self, waiting: JournalEntry) -> None:
-        relayed = decode_event(waiting.message)
-        try:
-            await self.store.journal_close(waiting.turn_id)  # its new turn journals it anew
-        except StoreError as exc:
-            log.warning("could not close waiting message %s: %s", waiting.turn_id, exc.reason)
-            self._orphans_due = True
-            return
-        if relayed is not None:
-            log.info("sending on a message a stopped process left waiting in %s", waiting.key)
-            self._relayed.put(waiting.key, relayed)
-
-    async def _adopt_conversation(self, key: ConversationKey) -> bool:
-        surface = self._surfaces.get(key.surface)
-        if surface is None:
-            return False  # its surface does not run here: its replica, or a later start, will
-        if key not in self._leases:
-            try:
-                got = await self.cluster.acquire(conversation_lease(key))
-            except StoreError:
-                self._orphans_due = True
-                return False
-            if not isinstance(got, Lease):
-                self._orphans_due = True  # held by a live replica now; once it lets go
-                return False
-            self._leases[key] = got
-            if got.moved:
-                self._stale.add(key)
-        self.runner(surface, key)  # released with its lease once idle
-        return True
-
-    def _task_group(self) -> anyio.abc.TaskGroup:
-        assert self._tg is not None, "BotApp is not running"
-        return self._tg
 
     async def _audit_stranger(self, event: Inbound | ChoiceAnswer) -> None:
         """A stranger's event, audited once per person and surface per STRANGER_AUDIT_EVERY."""
@@ -630,7 +353,7 @@ class BotApp:
         else:  # no way to tell only them: the chat hears it
             await self.deliver(surface, press.key, text)
 
-    async def _event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
+    async def event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None:
         runner = self.runners.get(event.key)
         if runner is not None:
             runner.log_fault(exc, "handling an event", event=event.event_id)
@@ -699,17 +422,10 @@ class BotApp:
             )
             tg.start_soon(self._pool.reap_idle, self.settings.runtime_idle)
             tg.start_soon(self._release_loop)
-            self._relayed.open(tg)  # events relayed here, and messages a stopped process left
             keep_writing = getattr(self.store, "run", None)  # a store's own background writes
             if keep_writing is not None:
                 tg.start_soon(keep_writing)
-            await self._beat()  # registered before anything is relayed here
-            await self._adopt_orphans()  # what an earlier process, or dead replicas, left
-            self._starting = False
-            if self.cluster.shared:
-                tg.start_soon(self._relay_loop)
-                tg.start_soon(self._beat_loop)
-                self._hand_leases(surfaces)
+            await self.routing.start(tg, surfaces)  # before the surfaces take events
             for surface in surfaces:
                 surface.command_menu(command_menu())
 
@@ -729,15 +445,6 @@ class BotApp:
             await self._wind_down()
             tg.cancel_scope.cancel()
 
-    def _hand_leases(self, surfaces: Sequence[Surface]) -> None:
-        """Surfaces that do something only one replica may (the Telegram poller, Discord's
-        shards) get the cluster's named leases."""
-        leases = SurfaceLeases(self.cluster)
-        for surface in surfaces:
-            set_leases = getattr(surface, "set_leases", None)
-            if set_leases is not None:
-                set_leases(leases)
-
     async def _wind_down(self) -> None:
         with anyio.CancelScope(shield=True):
             running = [runner for runner in self.runners.values() if runner.running]
@@ -753,20 +460,7 @@ class BotApp:
                 await self._pool.aclose()
             for surface in self._surfaces.values():
                 await surface.close()
-            await self._leave_cluster()
-
-    async def _leave_cluster(self) -> None:
-        """A clean stop lets its conversations go at once, for the other replicas."""
-        if not self.cluster.shared:
-            return
-        with anyio.move_on_after(READY_STORE_TIMEOUT):
-            try:
-                for lease in list(self._leases.values()):
-                    await self.cluster.release(lease)
-                await self.cluster.aclose()
-            except StoreError as exc:  # they expire by themselves within the TTL
-                log.warning("could not leave the cluster cleanly: %s", exc.reason)
-        self._leases.clear()
+            await self.routing.leave()
 
     # ---- operations: what /readyz and /metrics read (bot/http_server.py) ----------------------
     async def readiness(self) -> dict[str, str]:
@@ -803,13 +497,18 @@ class BotApp:
 
     # ---- operations: what the operations view reads and does (bot/ops_view.py) ---------------
     @property
+    def surface_of(self) -> dict[str, Surface]:
+        """The running surfaces by name (the app's own map: read it, do not change it)."""
+        return self._surfaces
+
+    @property
     def surfaces(self) -> dict[str, Surface]:
         return dict(self._surfaces)
 
     @property
     def replicas_alive(self) -> list[str]:
         """The replicas alive at the last heartbeat, this one included (sorted)."""
-        return sorted(self._alive | {self.replica})
+        return self.routing.alive
 
     def agent_runtimes(self) -> list[AcpRuntime]:
         return self._pool.runtimes() if self._pool is not None else []
@@ -862,56 +561,6 @@ class BotApp:
             else "The agent is busy in another conversation; your message waits for it."
         )
         return lambda: say(line)
-
-    async def _redeliver_one(self, entry: DeliveryEntry) -> None:
-        """A reply a stopped process (this one's predecessor, or a dead replica) did not get
-        through: sent again, at most 5 times in all."""
-        surface = self._surfaces[entry.key.surface]
-        log.info("re-sending a reply a restart cut off (%s)", entry.key)
-        try:
-            await self.store.ledger_attempted(entry.entry_id)
-            async with self.open_reply(surface, entry.key) as reply:
-                if await reply.finish(entry.text):
-                    await self.store.ledger_done(entry.entry_id)
-        except Exception as exc:  # one conversation's fault must not stop the others
-            log_fault(exc, "re-sending a reply", entry.key, None)
-
-    async def _tell_cut_off(self, turn: JournalEntry) -> None:
-        """A turn still in the journal of a stopped process is one it died in before its final
-        text reached the ledger (a clean stop delivers the partial output, which closes it). Its
-        conversation is told once: the notice goes through the ledger and closes the turn in the
-        same store write. Turns of surfaces not running here wait for them, or expire."""
-        surface = self._surfaces[turn.key.surface]
-        log.info(
-            "telling %s in %s that a restart cut off turn %s",
-            turn.requester,
-            turn.key,
-            turn.turn_id,
-        )
-        try:
-            await self.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
-        except Exception as exc:  # one conversation's fault must not stop the others
-            log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)
-
-
-class ConversationHeld(Exception):
-    """A conversation's lease stayed with another replica that would not take its events."""
-
-    def __init__(self, key: ConversationKey, holder: str) -> None:
-        self.key = key
-        self.holder = holder
-        super().__init__(f"{key} is held by replica {holder}, which takes no relayed events")
-
-
-def _files_left(count: int) -> str:
-    if count == 1:
-        what, them = "The file attached to your message", "it"
-    else:
-        what, them = f"The {count} files attached to your message", "them"
-    return (
-        f"{what} could not be passed to the Switchboard replica serving this conversation; "
-        f"send {them} again."
-    )
 
 
 async def _all_idle(runners: Sequence[ChatRunner]) -> None:

@@ -21,8 +21,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from bot.app import RESTART_NOTICE
 from bot.chat_runner import JOURNAL_TTL
+from bot.notices import RESTART_NOTICE
 from bot.store import JournalEntry, SqliteStateStore
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
