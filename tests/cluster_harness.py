@@ -44,7 +44,7 @@ import anyio
 import redis
 
 from bot.redis_store import PREFIX as REDIS_PREFIX
-from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive
+from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
 from tests.store_backends import RedisProcess, _free_port
@@ -427,3 +427,11 @@ async def cluster(
         with anyio.CancelScope(shield=True):
             await made.close()
             await (made.api.close() if surface == "telegram" else made.slack.close())
+
+
+def slow(label: str, parts: int = 12, gap: float = 0.5) -> str:
+    """A scripted reply streamed for parts x gap seconds, ending in `<label> done`."""
+    steps: list[dict[str, object]] = []
+    for n in range(parts):
+        steps += [{"chunk": f"{label}-{n} "}, {"sleep": gap}]
+    return script(*steps, {"chunk": f"{label} done"})

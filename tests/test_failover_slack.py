@@ -13,8 +13,7 @@ import anyio
 import pytest
 
 from bot.notices import RESTART_NOTICE
-from tests.cluster_harness import Cluster, cluster
-from tests.conftest import script
+from tests.cluster_harness import Cluster, cluster, slow
 from tests.fakes.slack_api import Message, button_press, dm, envelope
 
 pytestmark = pytest.mark.anyio
@@ -35,13 +34,6 @@ def message(c: Cluster, user: str, text: str) -> dict[str, Any]:
 
 def finals(c: Cluster, user: str, text: str) -> int:
     return sum(1 for shown in c.slack_texts(im(user)) if text in shown)
-
-
-def slow(label: str, parts: int = 12, gap: float = 0.5) -> str:
-    steps: list[dict[str, object]] = []
-    for n in range(parts):
-        steps += [{"chunk": f"{label}-{n} "}, {"sleep": gap}]
-    return script(*steps, {"chunk": f"{label} done"})
 
 
 async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the_session(

@@ -11,8 +11,7 @@ import anyio
 import pytest
 
 from bot.notices import RESTART_NOTICE
-from tests.cluster_harness import Cluster, cluster
-from tests.conftest import script
+from tests.cluster_harness import Cluster, cluster, slow
 from tests.fakes.telegram_api import People, User
 
 pytestmark = pytest.mark.anyio
@@ -32,14 +31,6 @@ def streaming(c: Cluster, chat_id: int, text: str) -> bool:
     """Whether a draft in the chat has shown `text` (the reply is streaming)."""
     drafts = c.api.calls_to("sendMessageDraft", chat_id=chat_id)
     return any(text in str(call.params.get("text")) for call in drafts)
-
-
-def slow(label: str, parts: int = 12, gap: float = 0.5) -> str:
-    """A reply streamed for parts x gap seconds, ending in `<label> done`."""
-    steps: list[dict[str, object]] = []
-    for n in range(parts):
-        steps += [{"chunk": f"{label}-{n} "}, {"sleep": gap}]
-    return script(*steps, {"chunk": f"{label} done"})
 
 
 async def test_a_replica_killed_mid_turn_is_told_and_another_replica_resumes_the_session(
