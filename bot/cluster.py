@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -122,16 +123,12 @@ class SoloCluster:
     def __init__(self, replica: str, ttl: float) -> None:
         self.replica = replica
         self.ttl = ttl
-        self._tokens: dict[str, int] = {}
 
     async def acquire(self, name: str) -> Lease | str:
-        token = self._tokens.get(name)
-        if token is None:
-            token = self._tokens[name] = 1
-        return Lease(name, token)
+        return Lease(name, 1)  # nobody else takes it, so its token never needs to grow
 
     async def release(self, lease: Lease) -> None:
-        self._tokens.pop(lease.name, None)
+        pass
 
     async def beat(self, leases: Sequence[Lease]) -> set[str]:
         return set()
@@ -272,10 +269,11 @@ def decode_event(payload: str) -> RelayedEvent | None:
 def open_cluster(replica: str, ttl: float, store: object) -> Cluster:
     """The coordination that fits `store`: `RedisCluster` on a Redis store (also one wrapped by
     another store that exposes it as `inner`), else `SoloCluster`."""
-    from bot.redis_store import RedisStateStore  # the Redis client loads only for Redis
-
     inner = getattr(store, "inner", store)
-    if isinstance(inner, RedisStateStore):
+    # A Redis store can only exist once its module is loaded (open_store loads it for a
+    # redis:// location): a SQLite start never imports the Redis client.
+    redis_store = sys.modules.get("bot.redis_store")
+    if redis_store is not None and isinstance(inner, redis_store.RedisStateStore):
         from bot.redis_cluster import RedisCluster
 
         return RedisCluster(inner, replica, ttl)

@@ -48,7 +48,7 @@ CONVERSATION_HELD = (
     "Another Switchboard replica is serving this conversation and did not take your message; "
     "send it again in a minute."
 )
-READ_TIMEOUT = 2.0  # a clean stop's goodbye to the cluster gives up after this long
+LEAVE_TIMEOUT = 2.0  # a clean stop's goodbye to the cluster gives up after this long
 
 
 class ConversationRouting:
@@ -112,8 +112,7 @@ class ConversationRouting:
         return None if lease is None else (lease.name, str(lease.token))
 
     async def _take(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
-        """True when this replica serves the event's conversation (it holds its lease, or took
-        it now); False when the event was handed to the replica that holds it."""
+        """`take`, but a lease that stays elsewhere raises `ConversationHeld`."""
         key = event.key
         if key in self._leases:
             return True
@@ -122,10 +121,7 @@ class ConversationRouting:
         while True:
             got = await self.cluster.acquire(name)
             if isinstance(got, Lease):
-                self._leases[key] = got
-                self._lost.pop(key, None)
-                if got.moved:
-                    self._stale.add(key)
+                self._hold(key, got)
                 return True
             if hops < MAX_HOPS and await self.cluster.relay(got, encode_event(event, hops + 1)):
                 log.info("handed event %s of %s to replica %s", event.event_id, key, got)
@@ -135,6 +131,12 @@ class ConversationRouting:
                 raise ConversationHeld(key, got)
             # its holder is not alive (or the lease keeps moving): it expires within the TTL
             await anyio.sleep(self.cluster.ttl / 10)
+
+    def _hold(self, key: ConversationKey, lease: Lease) -> None:
+        self._leases[key] = lease
+        self._lost.pop(key, None)
+        if lease.moved:
+            self._stale.add(key)
 
     def let_go(self, key: ConversationKey) -> None:
         lease = self._leases.pop(key, None)
@@ -209,7 +211,7 @@ class ConversationRouting:
         try:
             lost = await self.cluster.beat(leases)
             alive = set(await self.cluster.alive())
-            dead = await self.cluster.dead_replicas() if self.cluster.shared else []
+            dead = await self.cluster.dead_replicas()
         except StoreError as exc:  # the leases hold until the TTL; the next beat tries again
             log.warning("replica heartbeat failed: %s", exc.reason)
             self._beating_since = None
@@ -340,9 +342,7 @@ class ConversationRouting:
             if not isinstance(got, Lease):
                 self._orphans_due = True  # held by a live replica now; once it lets go
                 return False
-            self._leases[key] = got
-            if got.moved:
-                self._stale.add(key)
+            self._hold(key, got)
         self.app.runner(surface, key)  # released with its lease once idle
         return True
 
@@ -359,7 +359,7 @@ class ConversationRouting:
         """A clean stop lets its conversations go at once, for the other replicas."""
         if not self.cluster.shared:
             return
-        with anyio.move_on_after(READ_TIMEOUT):
+        with anyio.move_on_after(LEAVE_TIMEOUT):
             try:
                 for lease in list(self._leases.values()):
                     await self.cluster.release(lease)
