@@ -47,6 +47,10 @@ def _ask(run_cli, backend, tmp_path, text, mock=None, timeout="60", options=()):
     spawn_log = tmp_path / "spawns.log"
     env = _agent_env(backend, home, mock)
     env = {k: v for k, v in env.items() if not k.startswith("SWITCHBOARD_")}
+    # A real agent's cold start (node, its native binary) can outlast the tests' fast 10 s
+    # initialize timeout on a loaded machine, and a retry is a second spawn: these tests count
+    # spawns, so the agent gets the production default's room to start.
+    env["SWITCHBOARD_INITIALIZE_TIMEOUT"] = "90"
     result = run_cli(
         "ask",
         "--agent",
