@@ -130,9 +130,11 @@ async def test_wrong_tokens_are_refused_logged_without_the_token_and_rate_limite
             assert answer.status == 401
             assert (await answer.json())["error"] == "That access token is not valid."
             assert "Set-Cookie" not in answer.headers
-        answer = await sign_in(client, TOKENS["alice"])  # right, but this address is held
+        answer = await sign_in(client, "another-guess")  # this address is held now
         assert answer.status == 429
         assert (await answer.json())["error"].startswith("Too many wrong access tokens")
+        answer = await sign_in(client, TOKENS["alice"])  # the right token: alice did not fail
+        assert answer.status == 200
     assert "guessed-token-value" not in caplog.text and TOKENS["alice"] not in caplog.text
     assert caplog.text.count("dashboard sign-in from 127.0.0.1 refused: wrong token") == 5
 
