@@ -18,6 +18,7 @@ import anyio.abc
 import pytest
 
 from bot.http_server import HttpServer
+from config import ConfigError, load_settings
 from config.settings import DashboardSettings, HttpSettings
 from surfaces.base import ChoiceAnswer, Inbound
 from surfaces.dashboard.adapter import DashboardSurface
@@ -74,10 +75,12 @@ class Edge:
         await answer.read()
         return answer
 
-    async def socket(self, client: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
+    async def socket(
+        self, client: aiohttp.ClientSession, **headers: str
+    ) -> aiohttp.ClientWebSocketResponse:
         probe = await client.get("/api/session")
         csrf = (await probe.json())["csrf"]
-        return await client.ws_connect(f"/ws?csrf={csrf}", headers={"Origin": self.base})
+        return await client.ws_connect(f"/ws?csrf={csrf}", headers={"Origin": self.base, **headers})
 
 
 @asynccontextmanager
@@ -182,6 +185,10 @@ async def test_behind_a_trusted_proxy_one_persons_failures_leave_another_signing
             # ...and their right token signs in
             assert (await edge.sign_in(alice, TOKENS["alice"], **by_alice)).status == 200
             assert (await alice.get("/api/session")).status == 200
+            assert (await alice.get("/static/app.js", headers=by_alice)).status == 200
+            socket = await edge.socket(alice, **by_alice)  # the page's socket, through it too
+            assert await new_tab(socket)
+            await socket.close()
     assert "refused: wrong token" in caplog.text
     assert "dashboard sign-in from 203.0.113.7 refused" in caplog.text
     assert "from 203.0.113.9 refused" in caplog.text and "198.51.100.4" not in caplog.text
@@ -391,3 +398,22 @@ async def test_one_persons_pages_and_tabs_keep_at_most_the_persons_bytes() -> No
     assert len(kept) == 15
     assert PERSON_BYTES - 2 * 65_000 < sum(kept.values()) <= PERSON_BYTES  # full, never over
     assert max(kept.values()) <= CONVERSATION_BYTES
+
+
+# ---- the settings --------------------------------------------------------------------------------
+def test_the_edge_settings_read_lists_as_json_or_commas_and_name_a_bad_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_HTTP__TRUSTED_PROXIES", '["10.0.0.0/8", "192.0.2.1"]')
+    monkeypatch.setenv("SWITCHBOARD_HTTP__ALLOWED_HOSTS", "chat.example.com, chat.example.com:8443")
+    http = load_settings().http
+    assert http.trusted_proxies == ["10.0.0.0/8", "192.0.2.1"]
+    assert http.allowed_hosts == ["chat.example.com", "chat.example.com:8443"]
+    assert (http.header_timeout, http.max_connections_per_address) == (15.0, 32)
+    monkeypatch.setenv("SWITCHBOARD_HTTP__TRUSTED_PROXIES", "10.0.0.0/8, proxy.example")
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert str(raised.value) == (
+        "Invalid setting SWITCHBOARD_HTTP__TRUSTED_PROXIES: "
+        "'proxy.example' is not an IP address or CIDR network"
+    )

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from aiohttp import web
 
 from surfaces.base import Choice, ConversationKey
@@ -29,6 +30,7 @@ RECENT_MESSAGES = 200  # per conversation, what a reconnecting page is sent
 CONVERSATION_BYTES = 1024 * 1024  # kept per conversation (a message is at most ~256 KB)
 PERSON_BYTES = 4 * 1024 * 1024  # kept per person, all their conversations together
 SESSION_ENDED = 4401  # the close code of a socket whose session ended (4000-4999: the app's)
+CLOSE_WAIT = 2.0  # s a closing socket's browser gets to answer before it is cut off
 
 
 @dataclass(slots=True)
@@ -159,9 +161,14 @@ class Hub:
         return list(self._sessions)
 
     async def end_session(self, session_id: str, reason: str) -> None:
-        """Close every socket of a session that ended (the page then finds itself signed out)."""
-        for socket in list(self._sessions.pop(session_id, ())):
-            await socket.close(code=SESSION_ENDED, message=reason.encode())
+        """Close every socket of a session that ended (the page then finds itself signed out).
+        A browser that does not answer the close is cut off after CLOSE_WAIT: a sign-out never
+        waits on it longer."""
+        sockets = self._sessions.pop(session_id, set())
+        with anyio.move_on_after(CLOSE_WAIT):
+            async with anyio.create_task_group() as tg:
+                for socket in sockets:
+                    tg.start_soon(_close, socket, reason)
 
     async def close_all(self) -> None:
         for sockets in list(self._sockets.values()):
@@ -179,6 +186,13 @@ class Hub:
     async def tell(self, user: str, frame: dict[str, Any]) -> None:
         for socket in list(self._sockets.get(user, ())):
             await send(socket, frame)
+
+
+async def _close(socket: web.WebSocketResponse, reason: str) -> None:
+    try:
+        await socket.close(code=SESSION_ENDED, message=reason.encode())
+    except GONE_SOCKET as exc:
+        log.debug("dashboard socket gone while closing: %s", type(exc).__name__)
 
 
 async def send(socket: web.WebSocketResponse, frame: dict[str, Any]) -> None:
