@@ -52,7 +52,7 @@ from bot.commands import (
     project_pressed,
     run_command,
 )
-from bot.faults import fault_sentence, log_fault
+from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
 from bot.metrics import LiveState, Metrics
@@ -62,7 +62,7 @@ from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.routing import ConversationRouting
 from bot.runtime_tuning import tuned_for_serving
-from bot.store import DeliveryEntry, StateStore, StoreError
+from bot.store import DeliveryEntry, StateStore, StoreError, StoreFull
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
@@ -206,11 +206,20 @@ class BotApp:
         turn, which leaves the journal in the same store write."""
         text = valid_text(text)  # the last defence: every final text can be encoded
         entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time(), replica=self.replica)
-        await self.store.ledger_put(entry, closes_turn=turn_id)
-        if await reply.finish(text):
-            await self.store.ledger_done(entry.entry_id)
-        else:
-            await self.store.ledger_attempted(entry.entry_id)
+        try:
+            await self.store.ledger_put(entry, closes_turn=turn_id)
+        except StoreFull as exc:  # no room to record it: the reply still goes out, unrecorded
+            report_store_full(exc, "recording a reply")
+            await reply.finish(text)
+            return
+        delivered = await reply.finish(text)
+        try:
+            if delivered:
+                await self.store.ledger_done(entry.entry_id)
+            else:
+                await self.store.ledger_attempted(entry.entry_id)
+        except StoreFull as exc:  # a restart re-sends it: one duplicate at worst
+            report_store_full(exc, "recording a delivery")
 
     async def deliver(
         self, surface: Surface, key: ConversationKey, text: str, *, turn_id: str | None = None
@@ -363,7 +372,11 @@ class BotApp:
         try:
             if surface is not None and self.access.may_chat(event.key.surface, event.user):
                 with anyio.move_on_after(self.settings.request_timeout):
-                    await self.deliver(surface, event.key, fault_sentence(exc))
+                    if told_without_store(exc):  # the ledger is what failed
+                        async with self.open_reply(surface, event.key) as reply:
+                            await reply.finish(fault_sentence(exc))
+                    else:
+                        await self.deliver(surface, event.key, fault_sentence(exc))
         except Exception as again:  # already logged once; the surface may be what fails
             log.warning("could not tell %s about the fault: %r", event.key, again)
 
