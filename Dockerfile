@@ -59,11 +59,12 @@ VOLUME ["/home/switchboard/state"]
 # container, so a published port reaches it. The check needs no curl: bot/healthcheck.py reads the
 # settings as `switchboard run` does and asks /healthz there; with SWITCHBOARD_HTTP__PORT=off (any
 # case) there is no server and with 0 (any free port) no port to ask, so it passes saying why.
+# -P: the working directory is the agent's workspace, whose files must not shadow our modules.
 ENV SWITCHBOARD_HTTP__LISTEN=0.0.0.0 \
     SWITCHBOARD_HTTP__PORT=8765
 EXPOSE 8765
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python", "-m", "bot.healthcheck"]
+    CMD ["python", "-P", "-m", "bot.healthcheck"]
 # docker stop sends SIGTERM: running turns end with their partial output, and switchboard exits
 # within 10 s (docker's default grace before SIGKILL).
 ENTRYPOINT ["tini", "--", "switchboard"]

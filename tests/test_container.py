@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,17 +179,29 @@ def _healthcheck_command() -> list[str]:
 
 
 def _run_healthcheck(**env: str) -> subprocess.CompletedProcess[str]:
-    """The HEALTHCHECK's own command on this host (the image's python is this venv's)."""
+    """The HEALTHCHECK's own command on this host (the image's python is this venv's, with this
+    checkout on its path), run as the image runs it: in a workspace (the agent's) whose own
+    `bot` package must not be the one imported."""
     command = _healthcheck_command()
     assert command[0] == "python"
-    return subprocess.run(
-        [sys.executable, *command[1:]],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=ROOT,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"), **env},
-    )
+    with tempfile.TemporaryDirectory() as workspace:
+        planted = Path(workspace, "bot")
+        planted.mkdir()
+        (planted / "__init__.py").write_text("")
+        (planted / "healthcheck.py").write_text("print('the workspace ran this'); exit(0)\n")
+        return subprocess.run(
+            [sys.executable, *command[1:]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=workspace,
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": os.environ.get("HOME", "/"),
+                "PYTHONPATH": str(ROOT),
+                **env,
+            },
+        )
 
 
 @pytest.mark.parametrize("word", ["off", "OFF", " Off "])
