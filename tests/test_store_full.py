@@ -1,6 +1,6 @@
 """A full state store (issue 21, "faults that still tell"): the SQLite state file on a small real
 tmpfs that a filler file fills until the kernel says ENOSPC, under a serving BotApp on the fake
-agent. A message that arrives then is not sent to the agent and its sender is told so in one
+agent (with the in-process surface, and with the real Telegram adapter polling the fake Bot API). A message that arrives then is not sent to the agent and its sender is told so in one
 sentence that never goes through the delivery ledger (which cannot be written); a reply being
 written when the disk fills still reaches the person; the operator gets one ERROR line, however
 many messages meet the full disk. Redis out of memory is the same fault, mapped at its edge."""
@@ -20,9 +20,12 @@ import pytest
 from bot.faults import store_full_sentence
 from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, StoreFull, open_store
+from config import load_settings
 from surfaces.base import ConversationKey
+from surfaces.telegram.adapter import TelegramSurface
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
+from tests.fakes.telegram_api import FakeBotApi, People
 from tests.store_backends import RedisProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
@@ -110,6 +113,35 @@ async def test_messages_on_a_full_disk_are_told_directly_and_the_operator_gets_o
         await finished(surface.post(surface.message("alice", "after")))
         assert "Echo: after" in surface.transcript()
     assert fake_agent.prompt_texts() == ["before", "after"]
+
+
+async def test_a_telegram_dm_on_a_full_disk_gets_the_sentence_in_its_chat(
+    small_disk: SmallDisk, tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = People().alice
+    async with FakeBotApi() as api:
+        settings = load_settings(
+            agent="kiro",
+            agent_command=fake_agent.command(),
+            workspace=tmp_path,
+            state=str(small_disk.path / "state.db"),
+            request_timeout=10,
+            initialize_timeout=10,
+            telegram={"token": api.token, "api_url": api.url, "allowed_users": [str(alice.id)]},
+        )
+        surface = TelegramSurface(settings.telegram, poll_timeout=2.0, shutdown_timeout=3.0)
+        async with running_app(settings, surface):  # type: ignore[arg-type]
+            api.dm(alice, "before")
+            await wait_for(lambda: "Echo: before" in api.chat_text(alice.id), "the reply", 20)
+            caplog.set_level(logging.WARNING)
+            small_disk.fill()
+            api.dm(alice, "while full")
+            api.dm(alice, "still full")
+            await wait_for(
+                lambda: api.chat_text(alice.id).count(DISK_FULL) == 2, "the two sentences", 20
+            )
+            assert len(errors(caplog)) == 1, errors(caplog)
+    assert fake_agent.prompt_texts() == ["before"]
 
 
 async def test_a_reply_being_written_when_the_disk_fills_still_reaches_the_person(
