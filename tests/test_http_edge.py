@@ -417,3 +417,19 @@ def test_the_edge_settings_read_lists_as_json_or_commas_and_name_a_bad_entry(
         "Invalid setting SWITCHBOARD_HTTP__TRUSTED_PROXIES: "
         "'proxy.example' is not an IP address or CIDR network"
     )
+
+
+async def test_a_body_nested_past_the_parsers_depth_is_refused_not_a_server_error() -> None:
+    deep = b"[" * 200_000
+    async with serving() as edge, edge.client() as client:
+        sign_in = await client.post(
+            "/api/sign-in",
+            data=deep,
+            headers={"Origin": edge.base, "Content-Type": "application/json"},
+        )
+        assert sign_in.status in (400, 401, 413)
+        assert (await edge.sign_in(client, TOKENS["alice"])).status == 200
+        page = await edge.socket(client)
+        await page.send_str("[" * 5_000)
+        await new_tab(page)  # the socket still answers after the hostile frame
+        await page.close()

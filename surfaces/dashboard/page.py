@@ -129,7 +129,7 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
             return _refuse(503, NOT_READY)
         try:
             body: Any = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # a body nested past the parser's depth, too
             body = None
         action = body.get("action") if isinstance(body, dict) else None
         target = body.get("target") if isinstance(body, dict) else None
@@ -236,7 +236,7 @@ async def _presented_token(request: web.Request) -> str:
                 token = body.get("token", "") if isinstance(body, dict) else ""
             else:
                 token = (await request.post()).get("token", "")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return ""
     return token.strip() if isinstance(token, str) else ""
 
@@ -244,5 +244,5 @@ async def _presented_token(request: web.Request) -> str:
 def _decoded(data: str) -> object:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
