@@ -138,7 +138,9 @@ class BotApp:
         self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
         # Replicas (bot/cluster.py, bot/routing.py): this replica serves the conversations
         # whose lease it holds (with one process: every conversation).
-        self.cluster = open_cluster(settings.replica_id, settings.lease_ttl, store)
+        self.cluster = open_cluster(
+            settings.replica_id, settings.lease_ttl, store, key=settings.cluster_key
+        )
         self.replica = self.cluster.replica
         self.routing = ConversationRouting(self, self.cluster)
 
