@@ -114,7 +114,11 @@ class BotApp:
         self.audit = AuditLog(store, keep_days=settings.audit_days)
         self.metrics = Metrics()
         self.approvals = ApprovalBroker(
-            store, access, timeout=settings.approval_timeout, audit=self.audit
+            store,
+            access,
+            timeout=settings.approval_timeout,
+            audit=self.audit,
+            replica=settings.replica_id,
         )
         # Every project's every agent planned now: a bad entry stops the start, not a turn.
         self.plans = AgentPlans(settings, build_projects(settings))
@@ -333,6 +337,11 @@ class BotApp:
         and admins; anyone else, or a press after the turn ended, is told why nothing happens."""
         runner = self.runners.get(press.key)
         if runner is None or not runner.stop_token or runner.stop_token != press.token:
+            # a live reply's button pressed from another conversation: audited, told the same
+            shown_in = next(
+                (key for key, r in self.runners.items() if r.stop_token == press.token), None
+            )
+            await self.approvals.refuse_misplaced(press, shown_in, "stop")
             await self._tell_presser(surface, press, "That reply has already finished.")
             return
         requester = runner.last_requester

@@ -304,10 +304,10 @@ class ConversationRouting:
         return not self._starting and replica not in self._alive
 
     async def _adopt_orphans(self) -> None:
-        """What dead replicas (or an earlier process) left: undelivered replies are sent again,
-        cut-off turns told; each in its conversation, under its lease (so two replicas never
-        both do one). What cannot be done now (the conversation held elsewhere) is tried at
-        the next heartbeat."""
+        """What dead replicas (or an earlier process) left: approval cards withdrawn (no lease
+        needed: only their buttons go), undelivered replies sent again, cut-off turns told, each
+        in its conversation under its lease (so two replicas never both do one). What cannot
+        be done now (the conversation held elsewhere) is tried at the next heartbeat."""
         self._orphans_due = False
         try:
             pending = [
@@ -320,6 +320,7 @@ class ConversationRouting:
             log.warning("cannot read what stopped replicas left: %s", exc.reason)
             self._orphans_due = True
             return
+        await self.app.approvals.withdraw_left(self.app.surface_of, self._orphaned)
         for entry in pending:
             if entry.attempts < 5 and await self._adopt_conversation(entry.key):
                 await self._redeliver_one(entry)
