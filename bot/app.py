@@ -338,10 +338,8 @@ class BotApp:
         runner = self.runners.get(press.key)
         if runner is None or not runner.stop_token or runner.stop_token != press.token:
             # a live reply's button pressed from another conversation: audited, told the same
-            shown_in = next(
-                (key for key, r in self.runners.items() if r.stop_token == press.token), None
-            )
-            await self.approvals.refuse_misplaced(press, shown_in, "stop")
+            shown = [key for key, r in self.runners.items() if r.stop_token == press.token]
+            await self.approvals.refuse_misplaced(press, shown[0] if shown else None, "stop")
             await self._tell_presser(surface, press, "That reply has already finished.")
             return
         requester = runner.last_requester
