@@ -104,7 +104,7 @@ class ApprovalBroker:
         *,
         timeout: float,
         audit: AuditLog | None = None,
-        replica: str = "",
+        replica: str,
     ) -> None:
         self.store = store
         self.access = access
