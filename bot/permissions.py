@@ -12,7 +12,8 @@ it from anywhere else (a forged update, a relayed press) is refused before anyth
 looked at, audited as "wrong conversation", and answered exactly as an unknown token is, so the
 presser learns nothing of it (`refuse_misplaced`; the Stop button's token takes the same check in
 bot/app.py). The store keeps each card's message id with its tokens, so cards an earlier process
-(or a dead replica) left are closed at start-up and their tokens dropped (`withdraw_left`)."""
+(or a dead replica) left are closed at start-up and their tokens dropped (`withdraw_left`). The id
+is noted once the card is posted: a crash in between leaves that card's buttons, not its tokens."""
 
 from __future__ import annotations
 

@@ -187,12 +187,25 @@ async def switchboard_run(env: dict[str, str], api: FakeBotApi, cwd: Path) -> As
                 await process.wait()
 
 
+async def _noted(state: Path) -> None:
+    """Wait until the store knows the card's message (a crash in the moment between the card's
+    post and this note leaves its buttons; its tokens are dropped all the same)."""
+    store = SqliteStateStore(state)
+    try:
+        with anyio.fail_after(10):
+            while not any(record.message for record in await store.approvals_pending()):
+                await anyio.sleep(0.05)
+    finally:
+        await store.aclose()
+
+
 async def test_a_card_left_by_a_killed_process_loses_its_buttons_at_restart(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, env: dict[str, str]
 ) -> None:
     async with switchboard_run(env, api, tmp_path) as first:
         api.dm(ALICE, "SCN_PERMISSION")
         await wait_for(lambda: _card(api, ALICE.id), "the approval card", 15)
+        await _noted(tmp_path / "state.db")
         first.send_signal(signal.SIGKILL)
         with anyio.fail_after(5):
             assert await first.wait() == -signal.SIGKILL

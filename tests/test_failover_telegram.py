@@ -5,6 +5,7 @@ agent was asked, from each replica's agent log."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -144,6 +145,13 @@ async def test_an_approval_pressed_through_another_replica_reaches_the_agent(
         assert outcomes == [{"outcome": "selected", "optionId": "allow_once"}]
 
 
+def card_noted(c: Cluster) -> bool:
+    """The approval's tokens in Redis name the card's message (what withdrawing it needs)."""
+    with c.redis.raw() as raw:
+        values = [raw.get(key) for key in raw.scan_iter("switchboard:approval:*")]
+    return any(value and json.loads(value).get("message") for value in values)
+
+
 async def test_a_killed_replicas_approval_card_is_withdrawn_and_a_forged_press_refused(
     tmp_path: Path,
 ) -> None:
@@ -169,6 +177,7 @@ async def test_a_killed_replicas_approval_card_is_withdrawn_and_a_forged_press_r
         assert c.api.answers[query]["text"] == NOT_PENDING
         assert card.reply_markup is not None
 
+        await c.wait_for(lambda: card_noted(c), "the store to note the card's message")
         c.kill(asking)
         await c.wait_for(lambda: card.reply_markup is None, "the card to be withdrawn", 40)
         assert card.text == WITHDRAWN
