@@ -115,7 +115,11 @@ class BotApp:
         self.audit = AuditLog(store, keep_days=settings.audit_days)
         self.metrics = Metrics()
         self.approvals = ApprovalBroker(
-            store, access, timeout=settings.approval_timeout, audit=self.audit
+            store,
+            access,
+            timeout=settings.approval_timeout,
+            audit=self.audit,
+            replica=settings.replica_id,
         )
         # Every project's every agent planned now: a bad entry stops the start, not a turn.
         self.plans = AgentPlans(settings, build_projects(settings))
@@ -139,7 +143,9 @@ class BotApp:
         self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
         # Replicas (bot/cluster.py, bot/routing.py): this replica serves the conversations
         # whose lease it holds (with one process: every conversation).
-        self.cluster = open_cluster(settings.replica_id, settings.lease_ttl, store)
+        self.cluster = open_cluster(
+            settings.replica_id, settings.lease_ttl, store, key=settings.cluster_key
+        )
         self.replica = self.cluster.replica
         self.routing = ConversationRouting(self, self.cluster)
         # What the probes read from the store, each waited for a bounded time (it may be down).
@@ -346,6 +352,9 @@ class BotApp:
         and admins; anyone else, or a press after the turn ended, is told why nothing happens."""
         runner = self.runners.get(press.key)
         if runner is None or not runner.stop_token or runner.stop_token != press.token:
+            # a live reply's button pressed from another conversation: audited, told the same
+            shown = [key for key, r in self.runners.items() if r.stop_token == press.token]
+            await self.approvals.refuse_misplaced(press, shown[0] if shown else None, "stop")
             await self._tell_presser(surface, press, "That reply has already finished.")
             return
         requester = runner.last_requester

@@ -116,6 +116,11 @@ class Metrics:
             "Stopped replicas whose relayed events this replica took",
             registry=registry,
         )
+        self.relays_rejected = Counter(
+            "switchboard_relays_rejected",
+            "Relayed events refused: unsigned, badly signed, for another replica, old or replayed",
+            registry=registry,
+        )
         self.first_text = Histogram(
             "switchboard_first_text_seconds",
             "From a turn's start to the first text of the agent's reply",

@@ -325,6 +325,10 @@ def _default_state_path() -> str:
     return str(Path(base) / "switchboard" / "state.db")
 
 
+MIN_CLUSTER_KEY = 32
+MAKE_KEY = 'make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+
 def _default_replica_id() -> str:
     # Unique per process start: a replica that restarts is a new replica, and the one it
     # replaces is recovered as any dead replica is (bot/cluster.py).
@@ -365,6 +369,9 @@ class Settings(BaseSettings):
         default_factory=_default_replica_id, min_length=1, max_length=100, pattern=r"^[\w.-]+$"
     )
     lease_ttl: float = Field(default=10.0, ge=1.0, le=300.0)  # seconds; renewed every third
+    # Signs the events replicas relay to each other (bot/cluster.py `RelaySeal`); required with
+    # a Redis state, unused with SQLite. A secret: never passed to agents, redacted in logs.
+    cluster_key: str = Field(default="", repr=False)
     # -- a shared store's outage (issue 16): each call waits this long for Redis to answer again --
     state_wait: float = Field(default=10.0, ge=0, le=3600)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
@@ -387,6 +394,13 @@ class Settings(BaseSettings):
     _words = field_validator("agent_command")(_shell_words)
 
     _named = field_validator("projects", "agents", mode="before")(_named_entries)
+
+    @field_validator("cluster_key")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < MIN_CLUSTER_KEY:
+            raise ValueError(f"too short; use at least {MIN_CLUSTER_KEY} characters ({MAKE_KEY})")
+        return value
 
     @field_validator("file_types", mode="before")
     @classmethod

@@ -37,6 +37,7 @@ _spec.loader.exec_module(install_agents)
 DOCKERFILE = ROOT / "Dockerfile"
 IMAGE_LIMIT = 250 * 1000 * 1000  # bytes, without agents
 BUILD_TIMEOUT = 900
+PASSWORD_REQUIRED = "${SWITCHBOARD_REDIS_PASSWORD:?set it in deploy/.env, see deploy/env.example}"
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
@@ -319,12 +320,32 @@ def test_the_compose_file_runs_two_webhook_replicas_on_one_redis() -> None:
     assert len(replicas) == 2
     for replica in replicas:
         env = replica["environment"]
-        assert env["SWITCHBOARD_STATE"] == "redis://redis:6379/0"
+        assert env["SWITCHBOARD_STATE"] == f"redis://switchboard:{PASSWORD_REQUIRED}@redis:6379/0"
+        assert env["SWITCHBOARD_CLUSTER_KEY"].startswith("${SWITCHBOARD_CLUSTER_KEY:?")
         assert env["SWITCHBOARD_TELEGRAM__WEBHOOK_URL"].startswith("${")
         assert replica["depends_on"]["redis"]["condition"] == "service_healthy"
     assert "healthcheck" in services["redis"]
+    assert "--user switchboard" in " ".join(services["redis"]["healthcheck"]["test"])
     shared = [set(v.split(":")[0] for v in r["volumes"]) for r in replicas]
     assert shared[0] == shared[1] and shared[0] <= set(compose["volumes"])
+
+
+def test_the_compose_redis_takes_only_the_switchboard_acl_user_with_a_required_password() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    command = compose["services"]["redis"]["command"]
+    users = " ".join(command).split("--user ")[1:]
+    assert [user.split()[:2] for user in users] == [["default", "off"], ["switchboard", "on"]]
+    rules = users[1].split()
+    assert f">{PASSWORD_REQUIRED}" in " ".join(rules)  # compose refuses to start without it
+    assert "~switchboard:*" in rules and "-@all" in rules and rules[-1] == "-@dangerous"
+    assert not any(rule.startswith(("~*", "allkeys", "+@all", "nopass")) for rule in rules)
+    secrets = re.compile(r"PASSWORD|KEY|SECRET|TOKEN")
+    for service in compose["services"].values():  # every credential comes from the environment
+        for name, value in (service.get("environment") or {}).items():
+            if secrets.search(name):
+                assert str(value).startswith("${") or "${SWITCHBOARD_REDIS_PASSWORD:?" in value
 
 
 # -- the image itself, where a Docker engine answers -------------------------------------------
