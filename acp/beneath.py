@@ -154,7 +154,7 @@ def _walk(root_fd: int, parts: Sequence[str], flags: int, *, create_dirs: bool) 
     first; `todo` is what remains, last component first."""
     held = [os.dup(root_fd)]
     todo = [part for part in reversed(parts) if part not in ("", ".")]
-    links = 0
+    links = races = 0
     try:
         while todo:
             part = todo.pop()
@@ -168,6 +168,12 @@ def _walk(root_fd: int, parts: Sequence[str], flags: int, *, create_dirs: bool) 
                 fd = _open_component(held[-1], part, flags if last else _DIR_FLAGS, create_dirs)
             except OSError as exc:
                 target = _link_target(held[-1], part, exc)
+                if target is None:  # a directory again by now: the same component once more
+                    races += 1
+                    if races > _RACE_RETRIES:
+                        raise OSError(errno.EAGAIN, "it kept changing", part) from None
+                    todo.append(part)
+                    continue
                 links += 1
                 if links > _MAX_LINKS:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), part) from None
@@ -197,14 +203,18 @@ def _open_component(dir_fd: int, part: str, flags: int, create_dir: bool) -> int
     return os.open(part, flags | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
-def _link_target(dir_fd: int, part: str, failure: OSError) -> str:
-    """The target of `part` when `failure` came from its being a symlink, else `failure` again.
-    O_NOFOLLOW reports a symlink as ELOOP, or ENOTDIR with O_DIRECTORY | O_PATH."""
+def _link_target(dir_fd: int, part: str, failure: OSError) -> str | None:
+    """The target of `part` when `failure` came from its being a symlink (O_NOFOLLOW reports
+    one as ELOOP, or ENOTDIR with O_DIRECTORY); None when it is a directory again by now (it was
+    swapped meanwhile); else `failure` itself is raised."""
     if failure.errno not in (errno.ELOOP, errno.ENOTDIR):
         raise failure
     try:
-        if not stat.S_ISLNK(os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode):
-            raise failure
-        return os.readlink(part, dir_fd=dir_fd)
+        mode = os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode) and failure.errno == errno.ENOTDIR:
+            return None
+        if stat.S_ISLNK(mode):
+            return os.readlink(part, dir_fd=dir_fd)
     except OSError:
-        raise failure from None
+        return None  # gone or swapped between the stat and the readlink: look again
+    raise failure
