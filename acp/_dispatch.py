@@ -59,10 +59,12 @@ _RE_SECRET_ASSIGNMENT = re.compile(
 # host stay, so the line still says which server; `/` cannot occur in either part.
 _RE_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@")
 # Digests (SHA-1, SHA-256, SHA-512 in hex: a dashboard token's, a webhook's signature) and
-# `sha256=<hex>` signatures. UUIDs (session ids) are dashed, so never 40 hex digits in a row.
+# `sha256=<hex>` signatures. UUIDs (session ids) are dashed, so never 40 hex digits in a row; a
+# digest mixes digits and letters (a run of "C"s or of digits alone is something else).
 _RE_DIGEST = re.compile(
     r"(?i)\b(sha(?:1|256|384|512)=)[0-9a-f]{16,}"
-    r"|(?<![0-9A-Za-z])(?:[0-9a-fA-F]{128}|[0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])"
+    r"|(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])"
+    r"(?:[0-9a-fA-F]{128}|[0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])"
 )
 _RE_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?)://[^\s<>\"')\]]+")
 

@@ -87,7 +87,7 @@ SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
     [
         (f"dashboard digest {SHA256} for alice", "dashboard digest [redacted] for alice"),
         (f"{{'alice': '{SHA256.upper()}'}}", "{'alice': '[redacted]'}"),
-        ("sha1 " + "a" * 40, "sha1 [redacted]"),
+        ("sha1 " + "a1" * 20, "sha1 [redacted]"),
         ("sha512 " + "0f" * 64, "sha512 [redacted]"),
         ("X-Hub-Signature-256: sha256=9f86d081884c7d65", "X-Hub-Signature-256: sha256=[redacted]"),
         (f"X-Slack-Signature: v0={SHA256}", "X-Slack-Signature: v0=[redacted]"),
@@ -104,6 +104,8 @@ def test_hex_digests_and_signatures_are_redacted(text: str, expected: str) -> No
         "turn 0c9a4d7e3b1f4a529e2d8f6b1c2a3d4e",  # 32 hex digits: a UUID without dashes
         "abc " + "a" * 63,  # neither 40, 64 nor 128
         "x" + SHA256,  # part of a longer word
+        "C" * 64,  # letters alone, or digits alone, are no digest
+        "1" * 40,
     ],
 )
 def test_identifiers_that_are_not_digests_stay(text: str) -> None:
