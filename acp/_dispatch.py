@@ -56,8 +56,9 @@ _RE_SECRET_ASSIGNMENT = re.compile(
     r"[\"']?\s*[:=]?\s*[\"']?)(?<=[\s:=\"'])([A-Za-z0-9_\-./+=]{12,})"
 )
 # A URL's password, any scheme (`redis://:pw@host`, `postgres://user:pw@host`): the user and
-# host stay, so the line still says which server; `/` cannot occur in either part.
-_RE_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@")
+# host stay, so the line still says which server; `/` cannot occur in either part, nor a quote
+# (a JSON string ends there).
+_RE_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@\"'<>]*:)[^\s/@\"'<>]+@")
 # Digests (SHA-1, SHA-256, SHA-512 in hex: a dashboard token's, a webhook's signature) and
 # `sha256=<hex>` signatures. UUIDs (session ids) are dashed, so never 40 hex digits in a row; a
 # digest mixes digits and letters (a run of "C"s or of digits alone is something else).

@@ -89,7 +89,7 @@ def prepare_private(path: Path) -> None:
             path.parent,
             stat.S_IMODE(directory.st_mode),
         )
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
     fd = os.open(path, flags, _PRIVATE_FILE)
     try:
         _tighten(path, os.fstat(fd), lambda mode: os.fchmod(fd, mode))

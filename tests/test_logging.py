@@ -140,10 +140,12 @@ async def switchboard_run(env: dict[str, str], cwd: Path) -> AsyncIterator[Runni
 
 
 def debug_env(cli_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path) -> dict[str, str]:
+    workspace = tmp_path / "workspace"  # the state file (cli_env's) beside it, never in it
+    workspace.mkdir(exist_ok=True)
     return cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "debug",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
 
 
@@ -532,12 +534,12 @@ async def test_everything_else_the_loop_reports_is_an_error_with_breadcrumbs(
 
 
 async def test_a_long_poll_connection_reset_is_one_warning_and_the_bot_still_answers(
-    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "info",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
     async with FakeBotApi(token=TELEGRAM_TOKEN) as api:
         env |= {
@@ -595,12 +597,12 @@ async def test_a_slack_socket_mode_reconnect_that_fails_once_is_a_warning_not_an
 
 
 async def test_a_discord_gateway_reconnect_is_a_warning_not_an_error_and_the_bot_answers(
-    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "info",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
     fake = FakeDiscord(token=DISCORD_TOKEN)
     alice = fake.user("Alice")

@@ -73,6 +73,7 @@ def test_the_password_of_a_url_of_any_scheme_is_starred(text: str, expected: str
         "http://host:8080/path@name",  # no user part: a port and an @ in the path
         "mailto:someone@example.com",
         "redis://redis:6379/0",
+        '{"url":"http://x","user":"y@z"}',  # a quote ends a URL in JSON
     ],
 )
 def test_a_url_without_a_password_is_left_alone(text: str) -> None:
