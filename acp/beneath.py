@@ -66,8 +66,8 @@ _syscall.restype = ctypes.c_long
 _available: bool | None = None
 
 
-def _openat2(dir_fd: int, path: str, flags: int, mode: int = 0) -> int:
-    how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE)
+def _openat2(dir_fd: int, path: str, flags: int) -> int:
+    how = _OpenHow(flags, 0, _RESOLVE)  # never O_CREAT here: files are made by name in a dir fd
     encoded = os.fsencode(path)
     for _ in range(_RACE_RETRIES):
         fd = _syscall(
