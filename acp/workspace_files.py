@@ -10,9 +10,10 @@ rename would replace the link, not what it points to). Only regular files are re
 a FIFO would block the reader and a device has no end. A refusal is a `ClientRequestRefused`
 whose message names only what the agent gave us, never where a symlink really led.
 
-Reads stream in chunks: lines before `line` are counted, not kept, and at most `MAX_READ_BYTES`
-are kept, so a 1 GB file of one line costs a chunk and the cap. A reply past the cap is cut (at
-the last whole line when there is one) and ends with a line saying where the file goes on.
+Reads stream in chunks (acp/line_reader.py): lines before `line` are counted, not kept, and at
+most `MAX_READ_BYTES` are kept, so a 1 GB file of one line costs a chunk and the cap. A reply
+past the cap is cut (at the last whole line when there is one) and ends with a line saying where
+the file goes on.
 
 The blocking file work runs in a worker thread: a slow disk must not stall the frame reader."""
 
@@ -23,22 +24,19 @@ import errno
 import os
 import secrets
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 
 from acp.beneath import Resolution, open_beneath, open_dir_beneath
+from acp.line_reader import Cut, take_lines
 from config import valid_text
 
 INVALID_PARAMS = -32602
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource
 REFUSED = -32000  # a request we understood and will not carry out
 
-# A reply's cap: JSON may write each byte as six (`\u0000`), so this is kept modest.
-MAX_READ_BYTES = 1024 * 1024
-_READ_CHUNK = 64 * 1024
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 _MAX_SHOWN_PATH = 300
 
@@ -154,65 +152,7 @@ def _positive(method: str, params: dict[str, Any], name: str) -> int | None:
 
 
 # ---- reading ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Cut:
-    """Where a reply stopped at the cap: before line `line`, or inside it (`within`)."""
-
-    line: int
-    within: bool
-
-    def note(self) -> str:
-        cap = f"{MAX_READ_BYTES // (1024 * 1024)} MiB"
-        if self.within:
-            return (
-                f"\n[Switchboard cut this reply at {cap}, inside line {self.line}, "
-                "which is longer than that: only its start is shown]"
-            )
-        return (
-            f"[Switchboard cut this reply at {cap}: the file goes on at line {self.line}; "
-            f"read on with line={self.line} and a limit]"
-        )
-
-
-def _take_lines(fd: int, first: int, limit: int | None) -> tuple[bytes, _Cut | None]:
-    """Lines `first`.. (at most `limit` of them) read chunk by chunk: what comes before `first`
-    is only counted, and no more than MAX_READ_BYTES is ever kept."""
-    kept = bytearray()
-    line = 1  # the line the next byte read belongs to
-    wanted = limit
-    while wanted is None or wanted > 0:
-        chunk = os.read(fd, _READ_CHUNK)
-        if not chunk:
-            break
-        start = 0
-        while line < first:
-            newline = chunk.find(b"\n", start)
-            if newline < 0:
-                break
-            line, start = line + 1, newline + 1
-        if line < first:
-            continue
-        end = len(chunk)
-        if wanted is not None:
-            end = start
-            while wanted > 0 and end < len(chunk):
-                newline = chunk.find(b"\n", end)
-                if newline < 0:
-                    end = len(chunk)
-                    break
-                end, wanted = newline + 1, wanted - 1
-        room = MAX_READ_BYTES - len(kept)
-        if end - start > room:
-            kept += chunk[start : start + room]
-            whole = kept.rfind(b"\n") + 1
-            if whole:
-                return bytes(kept[:whole]), _Cut(first + kept.count(b"\n", 0, whole), False)
-            return bytes(kept), _Cut(first, True)
-        kept += chunk[start:end]
-    return bytes(kept), None
-
-
-def _decoded(method: str, raw: str, data: bytes, cut: _Cut | None) -> str:
+def _decoded(method: str, raw: str, data: bytes, cut: Cut | None) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -238,7 +178,7 @@ def _read_lines(
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise _not_a_file(method, raw, mode)
-        data, cut = _take_lines(fd, line or 1, limit)
+        data, cut = take_lines(fd, line or 1, limit)
     except OSError as exc:
         raise _os_refusal(method, raw, exc) from None
     finally:

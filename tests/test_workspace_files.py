@@ -16,12 +16,8 @@ from typing import Any
 import pytest
 
 from acp.beneath import Resolution, openat2_available
-from acp.workspace_files import (
-    MAX_READ_BYTES,
-    ClientRequestRefused,
-    read_text_file,
-    write_text_file,
-)
+from acp.line_reader import MAX_READ_BYTES
+from acp.workspace_files import ClientRequestRefused, read_text_file, write_text_file
 
 pytestmark = pytest.mark.anyio
 
