@@ -15,7 +15,8 @@ key of the wrong type) stops the script before anything is removed, e.g. `ledger
 turn it would close open.
 
 Failures are translated once, here (`_translated`): no answer (refused, reset, timed out) becomes
-`StoreUnavailable`, worth waiting for (bot/store_outage.py does); a refused password, an untrusted
+`StoreUnavailable`, worth waiting for (bot/store_outage.py does); a server out of memory (`OOM`) or
+unable to save to its disk (`MISCONF`) becomes `StoreFull`; a refused password, an untrusted
 TLS certificate or a bad reply become `StoreError`. Either's location is the URL with its password
 replaced by `***`, and no reason quotes redis-py's text where it could hold the URL. redis-py
 reconnects by itself: a failed connection is dropped from the pool and the next call opens a new
@@ -53,6 +54,7 @@ from bot.store import (
     LeaseLost,
     SessionRecord,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 
@@ -703,6 +705,10 @@ def _translated(exc: Exception, location: str) -> Exception:
         return StoreUnavailable(
             location, "the Redis server cannot be reached; check SWITCHBOARD_STATE"
         )
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return StoreFull(location, _reason(exc), room="the Redis server is out of memory")
+    if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("MISCONF"):
+        return StoreFull(location, _reason(exc), room="the Redis server cannot save to its disk")
     if isinstance(exc, redis.exceptions.RedisError):
         return StoreError(location, _reason(exc))
     return exc

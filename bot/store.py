@@ -28,12 +28,14 @@ The schema is created on open, and a table added by a later version is created t
 state file written by an earlier version still opens; a column added later (`_ADDED_COLUMNS`) is
 added to an older file's table then, in one transaction.
 
-Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`.
+Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`; a
+full disk (SQLite's "database or disk is full", `ENOSPC`, `EDQUOT`) becomes `StoreFull`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import queue
 import sqlite3
@@ -61,6 +63,7 @@ __all__ = [
     "SqliteStateStore",
     "StateStore",
     "StoreError",
+    "StoreFull",
     "StoreUnavailable",
     "open_store",
 ]
@@ -172,6 +175,16 @@ class StoreUnavailable(StoreError):
     """The state store cannot be reached or gave no answer in time, as distinct from an answer
     that refuses (a wrong password, a bad reply): worth waiting for, since it may come back.
     `location` is already redacted."""
+
+
+class StoreFull(StoreError):
+    """The store answered but has no room to write: its disk is full (SQLite), or the Redis
+    server is out of memory or cannot save to its own disk. Nothing new can be recorded until an
+    operator makes room; `room` says which, in words the person can be told."""
+
+    def __init__(self, location: str, reason: str, *, room: str = "the disk is full") -> None:
+        self.room = room
+        super().__init__(location, reason)
 
 
 class StateStore(Protocol):
@@ -338,12 +351,19 @@ def _key(row: Any, at: int) -> ConversationKey:
 
 
 def _translated(exc: Exception, location: str) -> Exception:
-    """sqlite3 and file-system errors become StoreError; anything else (a bug) stays itself."""
+    """sqlite3 and file-system errors become StoreError (StoreFull for a full disk); anything
+    else (a bug) stays itself."""
     if isinstance(exc, sqlite3.Error | OSError):
-        error = StoreError(location, _reason(exc))
+        error = (StoreFull if _disk_full(exc) else StoreError)(location, _reason(exc))
         error.__cause__ = exc  # as `raise ... from exc` would: the logs keep the detail
         return error
     return exc
+
+
+def _disk_full(exc: Exception) -> bool:
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _reason(exc: BaseException) -> str:
