@@ -55,11 +55,25 @@ _RE_SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b((?:bearer|authorization|api[_-]?key|x-api-key|token|secret|password|session[_-]?token)"
     r"[\"']?\s*[:=]?\s*[\"']?)(?<=[\s:=\"'])([A-Za-z0-9_\-./+=]{12,})"
 )
+# A URL's password, any scheme (`redis://:pw@host`, `postgres://user:pw@host`): the user and
+# host stay, so the line still says which server; `/` cannot occur in either part, nor a quote
+# (a JSON string ends there).
+_RE_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@\"'<>]*:)[^\s/@\"'<>]+@")
+# Digests (SHA-1, SHA-256, SHA-512 in hex: a dashboard token's, a webhook's signature) and
+# `sha256=<hex>` signatures. UUIDs (session ids) are dashed, so never 40 hex digits in a row; a
+# digest mixes digits and letters (a run of "C"s or of digits alone is something else).
+_RE_DIGEST = re.compile(
+    r"(?i)\b(sha(?:1|256|384|512)=)[0-9a-f]{16,}"
+    r"|(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])"
+    r"(?:[0-9a-fA-F]{128}|[0-9a-fA-F]{64}|[0-9a-fA-F]{40})(?![0-9A-Za-z])"
+)
 _RE_URL = re.compile(r"(?i)\b(?:https?|ftp|wss?)://[^\s<>\"')\]]+")
 
 
 def redact(text: str) -> str:
     """Remove credentials; keep the surrounding words so the sentence still reads."""
+    text = _RE_URL_PASSWORD.sub(lambda m: m.group(1) + "***@", text)
+    text = _RE_DIGEST.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
     text = _RE_SECRET.sub("[redacted]", text)
     return _RE_SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + "[redacted]", text)
 

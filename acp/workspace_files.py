@@ -1,10 +1,19 @@
 """`fs/read_text_file` and `fs/write_text_file` for the agent, confined to its workspace.
 
-A path an agent sends is hostile until checked: it must be absolute (ACP requires it) and its real
-path (every symlink resolved) must lie inside the workspace's real path, so `../` and a symlink
-pointing out are both refused. Only regular files are read or replaced: a FIFO would block the
-reader and a device has no end. A refusal is a `ClientRequestRefused` whose message names only
-what the agent gave us, never where a symlink really led.
+A path an agent sends is hostile until opened: it must be absolute (ACP requires it) and lie
+under the workspace, and it is then opened beneath the workspace's directory descriptor by
+acp/beneath.py (openat2 `RESOLVE_BENEATH`, or the same rules walked one component at a time), so
+neither `../`, nor a symlink leading out, nor one swapped in at any moment gets a read or a write
+outside. A symlink inside the workspace whose relative target stays inside is followed for reads
+and for the directories of a write; the file a write replaces must not be a symlink itself (the
+rename would replace the link, not what it points to). Only regular files are read or replaced:
+a FIFO would block the reader and a device has no end. A refusal is a `ClientRequestRefused`
+whose message names only what the agent gave us, never where a symlink really led.
+
+Reads stream in chunks (acp/line_reader.py): lines before `line` are counted, not kept, and at
+most `MAX_READ_BYTES` are kept, so a 1 GB file of one line costs a chunk and the cap. A reply
+past the cap is cut (at the last whole line when there is one) and ends with a line saying where
+the file goes on.
 
 The blocking file work runs in a worker thread: a slow disk must not stall the frame reader."""
 
@@ -13,20 +22,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import anyio.to_thread
 
+from acp.beneath import Resolution, open_beneath, open_dir_beneath
+from acp.line_reader import Cut, take_lines
 from config import valid_text
 
 INVALID_PARAMS = -32602
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource
 REFUSED = -32000  # a request we understood and will not carry out
 
-MAX_READ_BYTES = 4 * 1024 * 1024
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 _MAX_SHOWN_PATH = 300
 
@@ -49,8 +59,7 @@ def shown(path: str) -> str:
     return path if len(path) <= _MAX_SHOWN_PATH else path[:_MAX_SHOWN_PATH] + "…"
 
 
-def confine(method: str, workspace: Path, raw: object) -> Path:
-    """The real path of `raw` inside `workspace`, or ClientRequestRefused."""
+def _absolute(method: str, raw: object) -> str:
     if not isinstance(raw, str) or not raw:
         raise ClientRequestRefused(method, "path must be a non-empty string", code=INVALID_PARAMS)
     if "\x00" in raw:
@@ -59,11 +68,43 @@ def confine(method: str, workspace: Path, raw: object) -> Path:
         raise ClientRequestRefused(
             method, f"path {shown(raw)!r} is not absolute", code=INVALID_PARAMS
         )
+    return raw
+
+
+def _outside(method: str, raw: str) -> ClientRequestRefused:
+    return ClientRequestRefused(method, f"path {shown(raw)!r} is outside the workspace")
+
+
+def confine(method: str, workspace: Path, raw: object) -> Path:
+    """The real path of `raw` inside `workspace`, or ClientRequestRefused: for a terminal's
+    working directory, which a new process enters by name anyway."""
+    raw = _absolute(method, raw)
     root = Path(os.path.realpath(workspace))
     real = Path(os.path.realpath(raw))
     if real != root and not real.is_relative_to(root):
-        raise ClientRequestRefused(method, f"path {shown(raw)!r} is outside the workspace")
+        raise _outside(method, raw)
     return real
+
+
+def beneath_parts(method: str, workspace: Path, raw: object) -> list[str]:
+    """The components of `raw` below the workspace (as configured, or its real path), for
+    acp/beneath.py to resolve; `..` is kept for it to judge. Not under it: refused."""
+    raw = _absolute(method, raw)
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    for root in (os.path.abspath(workspace), os.path.realpath(workspace)):
+        prefix = [part for part in root.split("/") if part]
+        if parts[: len(prefix)] == prefix:
+            return parts[len(prefix) :]
+    raise _outside(method, raw)
+
+
+def _open_root(method: str, workspace: Path, raw: str) -> int:
+    try:
+        return os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ClientRequestRefused(
+            method, f"the workspace for {shown(raw)!r} cannot be opened ({exc.strerror})"
+        ) from None
 
 
 def _path_param(method: str, params: dict[str, Any]) -> str:
@@ -74,7 +115,12 @@ def _path_param(method: str, params: dict[str, Any]) -> str:
 
 
 def _not_a_file(method: str, raw: str, mode: int) -> ClientRequestRefused:
-    what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+    if stat.S_ISDIR(mode):
+        what = "a directory"
+    elif stat.S_ISLNK(mode):
+        what = "a symbolic link; write to the file it points to"
+    else:
+        what = "not a regular file"
     return ClientRequestRefused(method, f"{shown(raw)!r} is {what}")
 
 
@@ -83,8 +129,14 @@ def _os_refusal(method: str, raw: str, exc: OSError) -> ClientRequestRefused:
         return ClientRequestRefused(
             method, f"{shown(raw)!r} does not exist", code=RESOURCE_NOT_FOUND
         )
-    if exc.errno == errno.ELOOP:  # swapped for a symlink after it was resolved
-        return ClientRequestRefused(method, f"{shown(raw)!r} changed while it was opened")
+    if exc.errno == errno.EXDEV:  # `..` above the workspace, or a symlink leading out
+        return _outside(method, raw)
+    if exc.errno in (errno.ELOOP, errno.EAGAIN):
+        return ClientRequestRefused(
+            method, f"{shown(raw)!r} has too many symbolic links or changed while it was opened"
+        )
+    if exc.errno == errno.EISDIR:
+        return ClientRequestRefused(method, f"{shown(raw)!r} is a directory")
     return ClientRequestRefused(method, f"{shown(raw)!r} could not be used ({exc.strerror})")
 
 
@@ -99,99 +151,105 @@ def _positive(method: str, params: dict[str, Any], name: str) -> int | None:
     return value
 
 
-def _read_lines(method: str, workspace: Path, raw: str, line: int | None, limit: int | None) -> str:
-    real = confine(method, workspace, raw)
-    # O_NOFOLLOW: the last component cannot have become a symlink since it was resolved;
-    # O_NONBLOCK: opening a FIFO does not wait for a writer before it is refused.
+# ---- reading ---------------------------------------------------------------------------------
+def _decoded(method: str, raw: str, data: bytes, cut: Cut | None) -> str:
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _os_refusal(method, raw, exc) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise _not_a_file(method, raw, mode)
-    try:
-        kept = _lines(method, raw, os.fdopen(fd, "rb"), line, limit)
-    except OSError as exc:
-        raise _os_refusal(method, raw, exc) from None
-    try:
-        return b"".join(kept).decode("utf-8")
-    except UnicodeDecodeError:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A cut inside a line may split a character: what comes before it is the text.
+        if cut is not None and cut.within and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8")
         raise ClientRequestRefused(method, f"{shown(raw)!r} is not UTF-8 text") from None
 
 
-def _lines(
-    method: str, raw: str, file: BinaryIO, line: int | None, limit: int | None
-) -> list[bytes]:
-    with file:
-        kept: list[bytes] = []
-        size = 0
-        first = line or 1
-        for number, text in enumerate(file, start=1):
-            if number < first:
-                continue
-            if limit is not None and len(kept) >= limit:
-                break
-            kept.append(text)
-            size += len(text)
-            if size > MAX_READ_BYTES:
-                raise ClientRequestRefused(
-                    method,
-                    f"{shown(raw)!r} is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB; "
-                    "read it in parts with line and limit",
-                )
-    return kept
+def _read_lines(
+    method: str, workspace: Path, raw: str, line: int | None, limit: int | None, how: Resolution
+) -> str:
+    parts = beneath_parts(method, workspace, raw)
+    root = _open_root(method, workspace, raw)
+    # O_NONBLOCK: opening a FIFO does not wait for a writer before it is refused.
+    try:
+        fd = open_beneath(root, parts, os.O_RDONLY | os.O_NONBLOCK, how=how)
+    except OSError as exc:
+        raise _os_refusal(method, raw, exc) from None
+    finally:
+        os.close(root)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_a_file(method, raw, mode)
+        data, cut = take_lines(fd, line or 1, limit)
+    except OSError as exc:
+        raise _os_refusal(method, raw, exc) from None
+    finally:
+        os.close(fd)
+    text = _decoded(method, raw, data, cut)
+    return text if cut is None else text + cut.note()
 
 
-async def read_text_file(workspace: Path, params: dict[str, Any]) -> dict[str, Any]:
+async def read_text_file(
+    workspace: Path, params: dict[str, Any], *, how: Resolution = Resolution.AUTO
+) -> dict[str, Any]:
     method = "fs/read_text_file"
     raw = _path_param(method, params)
     line = _positive(method, params, "line")
     limit = _positive(method, params, "limit")
-    content = await anyio.to_thread.run_sync(_read_lines, method, workspace, raw, line, limit)
+    content = await anyio.to_thread.run_sync(_read_lines, method, workspace, raw, line, limit, how)
     return {"content": content}
 
 
-def _write_atomically(method: str, workspace: Path, raw: str, data: bytes) -> None:
-    real = confine(method, workspace, raw)
-    root = Path(os.path.realpath(workspace))
-    if real == root:
+# ---- writing ---------------------------------------------------------------------------------
+def _write_atomically(method: str, workspace: Path, raw: str, data: bytes, how: Resolution) -> None:
+    parts = beneath_parts(method, workspace, raw)
+    if not parts or parts[-1] == "..":
         raise ClientRequestRefused(method, f"{shown(raw)!r} is a directory")
+    name = parts[-1]
+    root = _open_root(method, workspace, raw)
     try:
-        existing = os.lstat(real)
+        parent = open_dir_beneath(root, parts[:-1], create=True, how=how)
+    except OSError as exc:
+        raise _os_refusal(method, raw, exc) from None
+    finally:
+        os.close(root)
+    try:
+        _replace_in(method, raw, parent, name, data)
+    finally:
+        os.close(parent)
+
+
+def _replace_in(method: str, raw: str, parent: int, name: str, data: bytes) -> None:
+    """`name` in the directory `parent` replaced by `data`: a temporary file beside it, then
+    one rename, both by the directory's descriptor (never by a path that could be swapped)."""
+    try:
+        existing: os.stat_result | None = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         existing = None
     except OSError as exc:
         raise _os_refusal(method, raw, exc) from None
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise _not_a_file(method, raw, existing.st_mode)
-    parent = real.parent
+    temp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _os_refusal(method, raw, exc) from None
-    # A directory created just now could have been replaced by a symlink leading out.
-    if not Path(os.path.realpath(parent)).is_relative_to(root):
-        raise ClientRequestRefused(method, f"path {shown(raw)!r} is outside the workspace")
-    try:
-        fd, temp = tempfile.mkstemp(dir=parent, prefix=f".{real.name}.", suffix=".tmp")
+        fd = os.open(temp, flags, 0o600, dir_fd=parent)
     except OSError as exc:
         raise _os_refusal(method, raw, exc) from None
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
             file.flush()
+            os.fchmod(file.fileno(), stat.S_IMODE(existing.st_mode) if existing else 0o644)
             os.fsync(file.fileno())
-        os.chmod(temp, stat.S_IMODE(existing.st_mode) if existing is not None else 0o644)
-        os.replace(temp, real)
+        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=parent)
         raise _os_refusal(method, raw, exc) from None
 
 
-async def write_text_file(workspace: Path, params: dict[str, Any]) -> None:
+async def write_text_file(
+    workspace: Path, params: dict[str, Any], *, how: Resolution = Resolution.AUTO
+) -> None:
     method = "fs/write_text_file"
     raw = _path_param(method, params)
     content = params.get("content")
@@ -202,4 +260,4 @@ async def write_text_file(workspace: Path, params: dict[str, Any]) -> None:
         raise ClientRequestRefused(
             method, f"content is larger than {MAX_WRITE_BYTES // (1024 * 1024)} MiB"
         )
-    await anyio.to_thread.run_sync(_write_atomically, method, workspace, raw, data)
+    await anyio.to_thread.run_sync(_write_atomically, method, workspace, raw, data, how)

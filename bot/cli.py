@@ -42,6 +42,7 @@ from bot.http_server import HttpServerError
 from bot.ladder import RetryPolicy, run_turn
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
 from bot.notices import refusal_card_text, stop_notice
+from bot.state_location import refuse_state_inside_workspaces
 from bot.store import StoreError, open_store
 from bot.surface_registry import (
     configured_surfaces,
@@ -332,6 +333,7 @@ async def _run(settings: Settings) -> int:
         return EXIT_USAGE
     for unusable in surfaces_nobody_can_use(settings):
         _say(f"Warning: {unusable.warning()}")  # loud, whatever the log level; keeps running
+    refuse_state_inside_workspaces(settings)  # where the agent could read it
     await _serve(settings, surfaces, anyio.Event(), http=True)
     return EXIT_OK
 

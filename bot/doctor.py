@@ -25,6 +25,7 @@ from acp import (
 from bot.agent_sessions import agent_plan
 from bot.cluster import check_cluster_key
 from bot.projects import AgentChoice, Project, build_projects
+from bot.state_location import refuse_inside_workspaces
 from bot.store import StoreError, open_store
 from bot.surface_registry import surface_entries, surfaces_nobody_can_use
 from config import ConfigError, Settings, valid_text
@@ -113,7 +114,23 @@ def _start_failure(exc: AcpError | AcpRuntimeError) -> str:
     return str(exc)
 
 
+def _state_location_check(settings: Settings) -> Check | None:
+    """A failed check when the state file lies inside a workspace (`run` refuses to start)."""
+    try:
+        projects = build_projects(settings)
+    except ConfigError:
+        return None  # a bad project entry is the project checks' to tell
+    try:
+        refuse_inside_workspaces(settings.state, projects)
+    except ConfigError as exc:
+        return Check(False, "state store", str(exc))
+    return None
+
+
 async def _store_check(settings: Settings) -> Check:
+    refused = _state_location_check(settings)
+    if refused is not None:
+        return refused
     try:
         store = open_store(settings.state, wait=settings.state_wait)
         try:

@@ -4,8 +4,10 @@ Redaction is a filter on Switchboard's handler, so it covers every record that r
 whoever logged it (httpx, python-telegram-bot, slack_sdk, aiohttp, discord.py, websockets all
 print request URLs and headers at info/debug): the message after its args are merged, the
 exception text and the stack. Removed are the configured secret values themselves (and their
-long parts, e.g. the half of a Telegram token after the colon), token-shaped patterns, and
-`Authorization`-style header values. A record's `extra` attributes are never written out, so
+long parts, e.g. the half of a Telegram token after the colon; the password of a URL setting such
+as a Redis `SWITCHBOARD_STATE`; the dashboard's token digests), token-shaped patterns,
+`Authorization`-style header values, and what `acp.redact` knows (URL passwords of any scheme,
+hex digests and `sha256=` signatures). A record's `extra` attributes are never written out, so
 nothing can leak through them."""
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
+from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from acp import redact
 
@@ -31,6 +34,7 @@ _RE_SECRET_SETTING = re.compile(r"token|secret|key|password", re.IGNORECASE)
 # numeric id) are public and appear in every update.
 _MIN_SECRET_PART = 12
 _RE_SECRET_SEPARATORS = re.compile(r"[:.]")
+_MIN_URL_PASSWORD = 6
 
 _RE_TOKEN_SHAPED = re.compile(
     r"(?<=bot)\d+:[A-Za-z0-9_\-]{20,}"  # Telegram, as in a Bot API URL: /bot<id>:<secret>/getMe
@@ -48,18 +52,39 @@ _RE_AUTH_SCHEME = re.compile(r"\b(Bot|Bearer|bearer)\s+[A-Za-z0-9_\-.=+/]{16,}")
 
 
 def secret_values(settings: BaseModel) -> list[str]:
-    """Every non-empty credential in the settings: any string field (at any depth) whose name
-    says token, secret, key or password."""
+    """Every non-empty credential in the settings: any field (at any depth) whose name says
+    token, secret, key or password (a string, or the values of a mapping such as the dashboard's
+    token digests), and the password of any URL setting (`SWITCHBOARD_STATE=redis://:pw@host`)."""
     return sorted(set(_secret_values(settings)))
 
 
 def _secret_values(model: BaseModel) -> Iterator[str]:
     for name in type(model).model_fields:
         value = getattr(model, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
         if isinstance(value, BaseModel):
             yield from _secret_values(value)
-        elif isinstance(value, str) and value and _RE_SECRET_SETTING.search(name):
-            yield value
+        elif isinstance(value, str):
+            if value and _RE_SECRET_SETTING.search(name):
+                yield value
+            yield from _url_password(value)
+        elif isinstance(value, dict) and _RE_SECRET_SETTING.search(name):
+            yield from (item for item in value.values() if isinstance(item, str) and item)
+
+
+def _url_password(value: str) -> Iterator[str]:
+    """A URL's password as written and decoded. A short one is left to `redact`'s URL rule:
+    as a bare word it would take every ordinary word it happens to spell out of the log."""
+    if "://" not in value or "@" not in value:
+        return
+    try:
+        password = urlsplit(value).password
+    except ValueError:
+        return
+    if password and len(password) >= _MIN_URL_PASSWORD:
+        yield password
+        yield unquote(password)
 
 
 class Redactor:

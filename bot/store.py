@@ -50,6 +50,7 @@ import anyio
 import anyio.lowlevel
 
 from bot.conversation import Binding, ConversationKey
+from bot.state_location import prepare_private, tighten_side_files
 from config import ConfigError
 
 __all__ = [
@@ -455,7 +456,7 @@ class SqliteStateStore:
         if self._conn is not None:
             return self._conn
         if self._target is not None:
-            self._target.parent.mkdir(parents=True, exist_ok=True)
+            prepare_private(self._target)  # 0700 directories, a 0600 file (bot/state_location.py)
         conn = sqlite3.connect(
             ":memory:" if self._target is None else self._target,
             timeout=BUSY_TIMEOUT,
@@ -464,6 +465,8 @@ class SqliteStateStore:
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
+            if self._target is not None:
+                tighten_side_files(self._target)
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a commit survives a crash
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")

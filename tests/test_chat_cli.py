@@ -787,6 +787,8 @@ def test_run_with_no_surface_configured_exits_2_and_names_the_settings(run_cli):
 
 
 def doctor(run_cli, agent_command: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    # run_cli's working directory is the workspace, where a state file is refused
+    env = {"SWITCHBOARD_STATE": ":memory:", **(env or {})}
     return run_cli("doctor", "--agent", "kiro", "--agent-command", agent_command, env=env)
 
 
@@ -819,7 +821,7 @@ def test_doctor_with_an_agent_that_is_not_signed_in_names_the_sign_in_step(run_c
 
 
 def test_doctor_with_a_state_path_under_a_regular_file_exits_1(run_cli, fake_agent, tmp_path):
-    blocker = tmp_path / "not-a-dir"
+    blocker = tmp_path.parent / f"{tmp_path.name}-not-a-dir"  # outside the workspace
     blocker.write_text("x")
     result = doctor(
         run_cli, fake_agent.command(), env={"SWITCHBOARD_STATE": str(blocker / "state.db")}

@@ -269,7 +269,7 @@ def test_version_prints_the_installed_version_and_exits_zero(run_cli):
 
 # ---- a surface nobody can use ---------------------------------------------------------------
 def test_doctor_fails_a_surface_whose_allowlist_is_empty(run_cli, fake_agent):
-    env = {"SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN}
+    env = {"SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN, "SWITCHBOARD_STATE": ":memory:"}
     result = run_cli("doctor", "--agent-command", fake_agent.command(), env=env)
     assert result.returncode == 1
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
@@ -280,7 +280,11 @@ def test_doctor_fails_a_surface_whose_allowlist_is_empty(run_cli, fake_agent):
 
 
 def test_doctor_passes_a_surface_with_someone_allowed(run_cli, fake_agent):
-    env = {"SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN, "SWITCHBOARD_TELEGRAM__ADMINS": "42"}
+    env = {
+        "SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN,
+        "SWITCHBOARD_TELEGRAM__ADMINS": "42",
+        "SWITCHBOARD_STATE": ":memory:",  # the working directory is the workspace
+    }
     result = run_cli("doctor", "--agent-command", fake_agent.command(), env=env)
     assert result.returncode == 0, result.stdout
     assert "access" not in result.stdout
@@ -288,11 +292,11 @@ def test_doctor_passes_a_surface_with_someone_allowed(run_cli, fake_agent):
 
 @pytest.mark.anyio
 async def test_run_warns_on_stderr_that_nobody_can_use_a_surface_and_keeps_running(
-    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
     async with FakeBotApi() as api:
         env |= {"SWITCHBOARD_TELEGRAM__TOKEN": api.token, "SWITCHBOARD_TELEGRAM__API_URL": api.url}
@@ -316,7 +320,7 @@ async def test_run_warns_on_stderr_that_nobody_can_use_a_surface_and_keeps_runni
 
 def test_doctor_says_where_the_stderr_of_an_agent_that_dies_at_start_is(run_cli, fake_agent):
     command = fake_agent.command("--stderr-on-start", "fatal: no config", "--exit-on-start", "3")
-    result = run_cli("doctor", "--agent-command", command)
+    result = run_cli("doctor", "--agent-command", command, env={"SWITCHBOARD_STATE": ":memory:"})
     assert result.returncode == 1
     (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert failed == (
@@ -331,7 +335,7 @@ def test_doctor_names_the_request_an_agent_stuck_at_start_did_not_answer(run_cli
         "doctor",
         "--agent-command",
         fake_agent.command("--init-hang"),
-        env={"SWITCHBOARD_INITIALIZE_TIMEOUT": "1"},
+        env={"SWITCHBOARD_INITIALIZE_TIMEOUT": "1", "SWITCHBOARD_STATE": ":memory:"},
     )
     assert result.returncode == 1
     (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]

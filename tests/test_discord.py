@@ -451,12 +451,12 @@ async def test_a_rejected_token_is_a_configuration_error_naming_the_setting(worl
 
 
 async def test_switchboard_run_serves_discord_and_stops_on_sigterm(
-    tmp_path: Path, fake_agent: FakeAgent, world: World, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, world: World, cli_env: dict[str, str]
 ) -> None:
     fake = world.fake
     env = cli_env | {
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
         "SWITCHBOARD_DISCORD__TOKEN": fake.token,
         "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
         "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,

@@ -342,6 +342,7 @@ def test_switchboard_run_says_a_taken_port_in_one_sentence(
             "SWITCHBOARD_TELEGRAM__API_URL": "http://127.0.0.1:9/",
             "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": "1",
             "SWITCHBOARD_HTTP__PORT": str(taken_port),
+            "SWITCHBOARD_STATE": ":memory:",  # the working directory is the workspace
         },
     )
     assert result.returncode == 1

@@ -7,6 +7,7 @@ reply, stop it with SIGTERM and read everything it wrote on stderr."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 import logging
@@ -24,6 +25,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from pydantic import SecretStr
 
 from acp import EventKind
 from bot.logs import (
@@ -33,7 +35,7 @@ from bot.logs import (
     loop_exception_handler,
     secret_values,
 )
-from config import load_settings
+from config import Settings, load_settings
 from config.settings import SlackSettings
 from surfaces.slack.adapter import SlackSurface
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client
@@ -138,10 +140,12 @@ async def switchboard_run(env: dict[str, str], cwd: Path) -> AsyncIterator[Runni
 
 
 def debug_env(cli_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path) -> dict[str, str]:
+    workspace = tmp_path / "workspace"  # the state file (cli_env's) beside it, never in it
+    workspace.mkdir(exist_ok=True)
     return cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "debug",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
 
 
@@ -283,6 +287,59 @@ def test_the_secrets_are_every_token_secret_key_and_password_setting() -> None:
     assert secret_values(load_settings()) == []
 
 
+class _WithClusterKey(Settings):
+    """The relay signing key another part of issue 21 adds, as a plain or a secret string."""
+
+    cluster_key: str = ""
+    cluster_key_secret: SecretStr = SecretStr("")
+
+
+def test_the_secrets_include_the_state_urls_password_the_cluster_key_and_token_digests() -> None:
+    digest = hashlib.sha256(b"alice's token").hexdigest()
+    settings = _WithClusterKey(
+        state="redis://switchboard:Lo9%2Fstate-pw@redis:6379/0",
+        cluster_key="cluster-key-0123456789",
+        cluster_key_secret=SecretStr("cluster-key-secret-abcdef"),
+        dashboard={"tokens": {"alice": digest}},
+    )
+    found = secret_values(settings)
+    for value in (
+        "Lo9%2Fstate-pw",
+        "Lo9/state-pw",
+        "cluster-key-0123456789",
+        "cluster-key-secret-abcdef",
+        digest,
+    ):
+        assert value in found
+    assert secret_values(load_settings(state="redis://:pw@redis:6379/0")) == []  # too short alone
+
+
+def test_a_log_line_loses_the_state_password_the_cluster_key_and_digests(
+    restore_logging: None,
+) -> None:
+    digest = hashlib.sha256(b"bob's token").hexdigest()
+    settings = _WithClusterKey(
+        state="rediss://:state-password-42@cache:6380/0",
+        cluster_key="cluster-key-0123456789",
+        dashboard={"tokens": {"bob": digest}},
+    )
+    out = io.StringIO()
+    configure_logging("debug", out, secrets=secret_values(settings))
+    said = logging.getLogger("redis.connection")
+    said.info("connecting to %s", settings.state)
+    said.info("AUTH default state-password-42 refused; key cluster-key-0123456789")
+    said.warning("dashboard sign-in for bob, digest %s", digest)
+    said.debug("postgres://u:other-password@db/x and webhook sha256=%s", "ab" * 20)
+    text = out.getvalue()
+    assert_nothing_of(
+        ["state-password-42", "cluster-key-0123456789", digest, "other-password"], text
+    )
+    assert "ab" * 20 not in text
+    lines = [record["msg"] for record in records(text)]
+    assert lines[0] == "connecting to rediss://:***@cache:6380/0"
+    assert lines[3] == "postgres://u:***@db/x and webhook sha256=[redacted]"
+
+
 def test_every_record_is_redacted_whoever_logged_it_message_args_exception_and_stack(
     restore_logging: None,
 ) -> None:
@@ -347,6 +404,34 @@ def test_at_debug_every_acp_frame_in_and_out_is_logged_truncated_and_redacted(
     assert "sk-ant-api03" not in result.stderr
     assert "[redacted]" in sent
     assert len(sent) < 600 and "bytes)" in sent  # the body was cut at 500 characters
+
+
+def test_the_frame_trace_at_debug_loses_url_passwords_digests_and_the_states_password(
+    run_cli: Any, fake_agent: FakeAgent
+) -> None:
+    digest = hashlib.sha256(b"carol's token").hexdigest()
+    prompt = (
+        f"REDIS_URL=redis://:Frame-pw-77@redis:6379/0 digest {digest} "
+        "and the bare password state-pw-in-frame"
+    )
+    result: CliResult = run_cli(
+        "ask",
+        "--agent-command",
+        fake_agent.command(),
+        prompt,
+        env={
+            "SWITCHBOARD_LOG_LEVEL": "debug",
+            "SWITCHBOARD_STATE": "redis://:state-pw-in-frame@127.0.0.1:9/0",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    frames = [r["msg"] for r in records(result.stderr) if r["logger"] == "acp.session_handle"]
+    (sent,) = [msg for msg in frames if msg.startswith("-> session/prompt#")]
+    echoed = [msg for msg in frames if msg.startswith("<- session/update") and "redis:" in msg]
+    assert echoed, frames  # the agent's echo of the prompt came back through the trace too
+    for line in [sent, *echoed]:
+        assert "redis://:***@redis:6379/0" in line
+    assert_nothing_of(["Frame-pw-77", digest, "state-pw-in-frame"], result.stderr)
 
 
 def test_no_frame_is_logged_above_debug(run_cli: Any, fake_agent: FakeAgent) -> None:
@@ -449,12 +534,12 @@ async def test_everything_else_the_loop_reports_is_an_error_with_breadcrumbs(
 
 
 async def test_a_long_poll_connection_reset_is_one_warning_and_the_bot_still_answers(
-    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "info",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
     async with FakeBotApi(token=TELEGRAM_TOKEN) as api:
         env |= {
@@ -512,12 +597,12 @@ async def test_a_slack_socket_mode_reconnect_that_fails_once_is_a_warning_not_an
 
 
 async def test_a_discord_gateway_reconnect_is_a_warning_not_an_error_and_the_bot_answers(
-    tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
+    tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_LOG_LEVEL": "info",
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
     }
     fake = FakeDiscord(token=DISCORD_TOKEN)
     alice = fake.user("Alice")

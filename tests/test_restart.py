@@ -51,11 +51,11 @@ async def api() -> AsyncIterator[FakeBotApi]:
 
 @pytest.fixture
 def env(
-    cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, tmp_path: Path
+    cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, workspace: Path
 ) -> dict[str, str]:
-    return cli_env | {
+    return cli_env | {  # the state file (cli_env's) beside the workspace, never in it
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
         "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
         "SWITCHBOARD_TELEGRAM__API_URL": api.url,
         "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),

@@ -476,11 +476,15 @@ async def test_a_reply_a_restart_cut_off_is_sent_before_the_new_bot_starts_recei
 
 
 async def test_switchboard_run_serves_telegram_and_stops_on_sigterm(
-    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, cli_env: dict[str, str]
+    tmp_path: Path,
+    workspace: Path,
+    fake_agent: FakeAgent,
+    api: FakeBotApi,
+    cli_env: dict[str, str],
 ) -> None:
     env = cli_env | {
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
         "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
         "SWITCHBOARD_TELEGRAM__API_URL": api.url,
         "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
