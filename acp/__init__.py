@@ -78,6 +78,7 @@ from acp.types import (
     ToolCall,
     UsageInfo,
 )
+from acp.workspace_files import open_in_workspace
 
 # Any agent failure, of either family: `except AGENT_ERRORS` where one answer fits both.
 AGENT_ERRORS: tuple[type[AcpError], type[AcpRuntimeError]] = (AcpError, AcpRuntimeError)
@@ -151,6 +152,7 @@ __all__ = [
     "embedded_text_block",
     "get_backend",
     "image_block",
+    "open_in_workspace",
     "open_runtime",
     "plan_tool_gate",
     "pool_key",

@@ -151,6 +151,21 @@ def _positive(method: str, params: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def open_in_workspace(workspace: Path, path: str) -> int:
+    """A read-only descriptor for the absolute `path`, opened beneath the workspace by the same
+    rules as `fs/*` (for the bot's own reads of files the agent names, e.g. the files it hands
+    back after a reply); an `OSError` otherwise (`EXDEV`: outside the workspace)."""
+    try:
+        parts = beneath_parts("file", workspace, path)
+    except ClientRequestRefused:
+        raise OSError(errno.EXDEV, "outside the workspace") from None
+    root = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_beneath(root, parts, os.O_RDONLY | os.O_NONBLOCK)
+    finally:
+        os.close(root)
+
+
 # ---- reading ---------------------------------------------------------------------------------
 def _decoded(method: str, raw: str, data: bytes, cut: Cut | None) -> str:
     try:

@@ -12,6 +12,7 @@ has already answered."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import mimetypes
 import os
@@ -22,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import anyio
 
-from acp import AgentFile
+from acp import AgentFile, open_in_workspace
 from bot.attachments import save_dated
 from bot.file_types import safe_name
 from surfaces.base import ConversationKey, OutgoingFile, Surface
@@ -114,26 +115,26 @@ async def _plan(file: AgentFile, limit: int, workspace: Path) -> _Plan:
 
 
 def _read_inside(workspace: Path, path: str, limit: int) -> bytes | str:
-    """The file's bytes, or the note to write instead. Its real path (symlinks resolved) must be
-    a regular file inside the workspace's real path."""
+    """The file's bytes, or the note to write instead. Opened beneath the workspace as the
+    agent's `fs/*` requests are (acp `open_in_workspace`): a symlink or a directory the agent
+    swaps in while we read never makes us send a file from outside."""
     shown = ellipsize(path, 300)
-    root = os.path.realpath(workspace)
-    real = os.path.realpath(path)
-    if os.path.commonpath([root, real]) != root:
-        return f"File from the agent, outside the workspace (not sent): {shown}"
     try:
-        info = os.stat(real)
-    except OSError:
+        fd = open_in_workspace(workspace, path)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return f"File from the agent, outside the workspace (not sent): {shown}"
         return f"File from the agent, not found: {shown}"
-    if not stat.S_ISREG(info.st_mode):
-        return f"File from the agent, not a regular file (not sent): {shown}"
-    if info.st_size > limit:
-        why = "too big to upload here" if limit else "this chat takes no uploads"
-        return f"File from the agent ({why}): {shown}"
-    # O_NOFOLLOW: the real path was checked; a symlink swapped in since is refused, not followed.
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return f"File from the agent, not a regular file (not sent): {shown}"
+        if info.st_size > limit:
+            why = "too big to upload here" if limit else "this chat takes no uploads"
+            return f"File from the agent ({why}): {shown}"
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
     if len(data) > limit:  # it grew since
         return f"File from the agent (too big to upload here): {shown}"
     return data

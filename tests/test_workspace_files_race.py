@@ -18,6 +18,7 @@ import pytest
 
 from acp.beneath import Resolution
 from acp.workspace_files import ClientRequestRefused, read_text_file, write_text_file
+from bot.outbound_files import _read_inside
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
 
@@ -157,3 +158,24 @@ async def test_the_agents_own_requests_during_the_race_never_reach_the_secret(
     assert all(SECRET not in answer for answer in answers)
     assert any('"content":"inside"' in answer for answer in answers)
     assert any("outside the workspace" in answer for answer in answers)
+
+
+@pytest.mark.parametrize("race", ["absolute", "relative"], indirect=True)
+async def test_files_the_agent_hands_back_during_the_race_never_carry_the_secret(
+    workspace: Path, race: Path
+) -> None:
+    """The bot reads the files an agent links after its reply (bot/outbound_files.py) with its
+    own rights: the same swap must never make it upload the file outside."""
+    read, refused = 0, 0
+    with Swapper(workspace / "box", workspace / "door") as swapper:
+        while read + refused < OPERATIONS or swapper.swaps < SWAPS:
+            assert not swapper.failure, os.strerror(swapper.failure)
+            for name in ("box", "door"):
+                found = _read_inside(workspace, f"{workspace}/{name}/f.txt", 1000)
+                if isinstance(found, bytes):
+                    assert found == b"inside"
+                    read += 1
+                else:
+                    assert SECRET not in found and "outside the workspace" in found, found
+                    refused += 1
+    assert read and refused
