@@ -78,7 +78,7 @@ from acp.types import (
     ToolCall,
     UsageInfo,
 )
-from acp.workspace_files import open_in_workspace
+from acp.workspace_files import open_in_workspace, open_workspace_dir
 
 # Any agent failure, of either family: `except AGENT_ERRORS` where one answer fits both.
 AGENT_ERRORS: tuple[type[AcpError], type[AcpRuntimeError]] = (AcpError, AcpRuntimeError)
@@ -154,6 +154,7 @@ __all__ = [
     "image_block",
     "open_in_workspace",
     "open_runtime",
+    "open_workspace_dir",
     "plan_tool_gate",
     "pool_key",
     "redact",

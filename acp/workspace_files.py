@@ -24,6 +24,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,17 @@ def open_in_workspace(workspace: Path, path: str) -> int:
     root = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         return open_beneath(root, parts, os.O_RDONLY | os.O_NONBLOCK)
+    finally:
+        os.close(root)
+
+
+def open_workspace_dir(workspace: Path, relative: Sequence[str]) -> int:
+    """An `O_PATH` descriptor of the directory `relative` (components) beneath the workspace,
+    each missing one made, resolved by the same rules as `fs/*`: for the bot's own writes into
+    the workspace (attachments, the outbox), as `dir_fd` of its opens and links."""
+    root = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_dir_beneath(root, list(relative), create=True)
     finally:
         os.close(root)
 

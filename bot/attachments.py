@@ -9,9 +9,10 @@ silently."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import tempfile
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from acp import (
     audio_block,
     embedded_text_block,
     image_block,
+    open_workspace_dir,
     resource_link_block,
     text_block,
 )
@@ -183,44 +185,55 @@ def save_dated(
     workspace: Path, under: Path, name: str, data: bytes, *, now: float | None = None
 ) -> Path:
     """Write `data` into today's folder of `under` (relative to the workspace) as `name` (a
-    suffix when taken): atomically, and never over an existing file. The folder must resolve
-    inside the workspace. Returns the file's path."""
-    root = workspace.resolve()
-    folder = root / under / time.strftime("%Y-%m-%d", time.localtime(now))
-    folder.mkdir(parents=True, exist_ok=True)
-    if not folder.resolve().is_relative_to(root):
-        raise OSError(f"the folder {folder} leads outside the workspace")
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".incoming-")
+    suffix when taken): atomically, and never over an existing file. The folder is opened
+    beneath the workspace (acp `open_workspace_dir`) and everything after goes through its
+    descriptor, so a symlink the agent swaps in never makes us write outside. Returns the
+    file's path."""
+    day = time.strftime("%Y-%m-%d", time.localtime(now))
     try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        stem, dot, extension = name.rpartition(".")
-        if not stem:
-            stem, dot, extension = name, "", ""
-        for number in range(_MAX_SUFFIX):
-            candidate = name if number == 0 else f"{stem}-{number}{dot}{extension}"
-            target = folder / candidate
-            try:
-                _place(temporary, target)
-            except FileExistsError:
-                continue
-            return target
-        raise OSError(f"too many files named {name} in {folder}")
+        folder = open_workspace_dir(workspace, [*under.parts, day])
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        raise OSError(exc.errno, f"the folder {under / day} leads outside the workspace") from None
+    temporary = f".incoming-{secrets.token_hex(8)}"
+    try:
+        _write_new(folder, temporary, data)
+        try:
+            stem, dot, extension = name.rpartition(".")
+            if not stem:
+                stem, dot, extension = name, "", ""
+            for number in range(_MAX_SUFFIX):
+                candidate = name if number == 0 else f"{stem}-{number}{dot}{extension}"
+                try:
+                    _place(folder, temporary, candidate, data)
+                except FileExistsError:
+                    continue
+                return workspace.resolve() / under / day / candidate
+            raise OSError(f"too many files named {name} in {under / day}")
+        finally:
+            os.unlink(temporary, dir_fd=folder)
     finally:
-        os.unlink(temporary)
+        os.close(folder)
 
 
-def _place(temporary: str, target: Path) -> None:
+def _write_new(folder: int, name: str, data: bytes) -> None:
+    """Create `name` in `folder` (never an existing file, never through a symlink) with `data`."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(name, flags, 0o600, dir_fd=folder)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(data)
+
+
+def _place(folder: int, temporary: str, target: str, data: bytes) -> None:
     """Give the written file its name, failing on an existing one (never overwriting)."""
     try:
-        os.link(temporary, target)  # atomic: the name appears with the whole file behind it
+        # atomic: the name appears with the whole file behind it
+        os.link(temporary, target, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
     except FileExistsError:
         raise
-    except OSError:  # a filesystem without hard links: create exclusively, then copy
-        with open(temporary, "rb") as source:
-            descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(source.read())
+    except OSError:  # a filesystem without hard links: create exclusively and write again
+        _write_new(folder, target, data)
 
 
 def build_prompt(

@@ -18,6 +18,7 @@ import pytest
 
 from acp.beneath import Resolution
 from acp.workspace_files import ClientRequestRefused, read_text_file, write_text_file
+from bot.attachments import save_dated
 from bot.outbound_files import _read_inside
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
@@ -179,3 +180,25 @@ async def test_files_the_agent_hands_back_during_the_race_never_carry_the_secret
                     assert SECRET not in found and "outside the workspace" in found, found
                     refused += 1
     assert read and refused
+
+
+@pytest.mark.parametrize("race", ["absolute", "relative"], indirect=True)
+async def test_files_people_attach_are_never_saved_outside_during_the_race(
+    workspace: Path, race: Path
+) -> None:
+    """The bot saves a person's attachments into the workspace with its own rights
+    (bot/attachments.py `save_dated`): the swapped folder must never take them outside."""
+    saved, refused = 0, 0
+    with Swapper(workspace / "box", workspace / "door") as swapper:
+        while saved + refused < OPERATIONS or swapper.swaps < SWAPS:
+            assert not swapper.failure, os.strerror(swapper.failure)
+            for name in ("box", "door"):
+                try:
+                    save_dated(workspace, Path(name), f"a{saved}.txt", b"attached", now=0)
+                except OSError as exc:
+                    assert "outside the workspace" in str(exc), exc
+                    refused += 1
+                else:
+                    saved += 1
+    assert sorted(p.name for p in race.rglob("*")) == ["f.txt"]
+    assert saved and refused
