@@ -195,8 +195,10 @@ async def test_the_agent_cannot_read_the_state_or_the_config_file_nor_list_the_s
         await run.wait_text("DONE-FILES")
         files = run.loot("files")["files"]
     for path, got in files.items():
-        assert "error" in got, (
-            f"ATTACK SUCCEEDED: the agent could read or list {path}: {str(got)[:300]}"
+        what = f"listed {len(got['listed'])} names in" if "listed" in got else "read"
+        held = leaks(run, got.get("read", ""))
+        assert "error" in got, f"ATTACK SUCCEEDED: the agent {what} {path}" + (
+            f", holding {held}" if held else ""
         )
 
 
@@ -411,15 +413,16 @@ async def test_a_symlink_swapped_in_during_fs_requests_never_escapes_the_workspa
         shown = run.sent_text()
     swaps = (ws / ".attack" / "swaps.txt").read_text().split()
     assert swaps and swaps[0].isdigit() and int(swaps[0]) >= 1000, f"the race did not run: {swaps}"
-    assert secret not in shown, (
-        "ATTACK SUCCEEDED: fs/read_text_file read a file outside the workspace"
-    )
+    escaped = []
+    if secret in shown:
+        escaped.append("fs/read_text_file read a file outside the workspace")
     outside_now = sorted(path.name for path in outside.iterdir())
-    assert outside_now == ["read.txt"], (
-        f"ATTACK SUCCEEDED: fs/write_text_file wrote outside the workspace: {outside_now}"
-    )
-    assert (outside / "read.txt").read_text() == secret + "\n", (
-        "ATTACK SUCCEEDED: fs/write_text_file replaced a file outside the workspace"
+    if outside_now != ["read.txt"]:
+        escaped.append(f"fs/write_text_file wrote outside the workspace: {outside_now}")
+    if (outside / "read.txt").read_text() != secret + "\n":
+        escaped.append("fs/write_text_file replaced a file outside the workspace")
+    assert not escaped, f"ATTACK SUCCEEDED ({swaps[0]} swaps, {rounds} rounds): " + "; ".join(
+        escaped
     )
 
 
