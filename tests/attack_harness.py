@@ -232,7 +232,10 @@ def base_env(run: AttackRun) -> dict[str, str]:
         *("--dialect", "kiro", "--log", str(run.attack_dir / "agent-log.jsonl")),
         *("--state-dir", str(run.attack_dir / "agent-state")),
     ]
-    env |= FAST_ENV | {
+    # The suite's own pins of how agents run (e.g. SWITCHBOARD_AGENT_SANDBOX=off for tests that
+    # are not about isolation) are not taken: the defaults are what is attacked.
+    fast = {k: v for k, v in FAST_ENV.items() if not k.startswith("SWITCHBOARD_AGENT_")}
+    env |= fast | {
         "PYTHONPATH": str(ROOT),
         "SWITCHBOARD_LOG_LEVEL": "debug",  # the worst case for what reaches a log
         "SWITCHBOARD_CONFIG": str(run.config_path),
