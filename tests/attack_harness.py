@@ -59,6 +59,9 @@ REPLICA = "r0"
 START_TIMEOUT = 40.0
 STOP_TIMEOUT = 15.0
 FAKES = ROOT / "tests" / "fakes"
+# The agent and its attacker run on this interpreter's real file (stdlib only): a directory the
+# agent's own command lives in, which any sandbox shows it.
+AGENT_PYTHON = os.path.realpath(sys.executable)
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ class AttackRun:
 
     def attacker(self, *args: str) -> str:
         """The shell command that runs tests/fakes/attacker.py (the agent's copy) with `args`."""
-        return shlex.join(["python3", str(self.attack_dir / "attacker.py"), *args])
+        return shlex.join([AGENT_PYTHON, str(self.attack_dir / "attacker.py"), *args])
 
     # ---- Telegram's side -----------------------------------------------------------------------
     async def say(self, text: str, user: User = ALICE) -> None:
@@ -227,7 +230,7 @@ def base_env(run: AttackRun) -> dict[str, str]:
         if not k.startswith(("SWITCHBOARD_", "FAKE_AGENT", "PYTHON"))
     }
     agent = [
-        os.path.realpath(sys.executable),  # stdlib only: the system's python, not the venv's
+        AGENT_PYTHON,
         str(run.attack_dir / "fake_agent.py"),
         *("--dialect", "kiro", "--log", str(run.attack_dir / "agent-log.jsonl")),
         *("--state-dir", str(run.attack_dir / "agent-state")),
