@@ -56,6 +56,7 @@ METRICS_TOKEN = "metrics-token-2b8d4f6a1c3e5"  # only in the config file
 DASHBOARD_TOKEN = "dashboard-token-5a7c9e1b3d"
 DASHBOARD_DIGEST = hashlib.sha256(DASHBOARD_TOKEN.encode()).hexdigest()
 REPLICA = "r0"
+NOT_SHOWN = frozenset({"getMe", "getUpdates", "setWebhook", "deleteWebhook", "getWebhookInfo"})
 START_TIMEOUT = 40.0
 STOP_TIMEOUT = 15.0
 FAKES = ROOT / "tests" / "fakes"
@@ -175,10 +176,13 @@ class AttackRun:
         return await self.api.post_webhook(update, secret=WEBHOOK_SECRET)
 
     def sent_text(self) -> str:
-        """Every parameter of every call Switchboard made to the Bot API, as one text: what any
-        chat could have been shown (messages, drafts, edits, captions, commands, answers)."""
+        """Every parameter of every call Switchboard made to the Bot API that a chat could show
+        (messages, drafts, edits, captions, command menus, answers to presses), as one text;
+        not the calls that configure the bot (setWebhook carries the webhook secret, by design)."""
         return "\n".join(
-            json.dumps(call.params, ensure_ascii=False, default=str) for call in self.api.calls
+            json.dumps(call.params, ensure_ascii=False, default=str)
+            for call in self.api.calls
+            if call.method not in NOT_SHOWN
         )
 
     def chat_text(self, user: User = ALICE) -> str:

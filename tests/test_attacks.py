@@ -102,6 +102,11 @@ def allow_token(tokens: dict[str, dict[str, Any]]) -> str:
     return token
 
 
+def names_in(paths: list[str]) -> dict[str, list[str]]:
+    """What each directory among `paths` holds, as the host sees it."""
+    return {path: sorted(os.listdir(path)) for path in paths if os.path.isdir(path)}
+
+
 def sleepers(nonce: str) -> list[int]:
     """Host pids of `sleep <nonce>` processes (the nonce is unique to one test)."""
     found = []
@@ -193,12 +198,23 @@ async def test_the_agent_cannot_read_the_state_or_the_config_file_nor_list_the_s
             )
         )
         await run.wait_text("DONE-FILES")
-        files = run.loot("files")["files"]
+        loot = run.loot("files")
+        files, loot_home = loot["files"], loot["home"]
+    host_files = names_in(targets)
     for path, got in files.items():
-        what = f"listed {len(got['listed'])} names in" if "listed" in got else "read"
+        # a directory the sandbox shows only because the agent's own home lies beneath it
+        # reveals nothing of Switchboard's
+        revealed = [
+            name
+            for name in got.get("listed", [])
+            if name in host_files.get(path, [])
+            and not Path(loot_home).is_relative_to(Path(path) / name)
+        ]
         held = leaks(run, got.get("read", ""))
-        assert "error" in got, f"ATTACK SUCCEEDED: the agent {what} {path}" + (
-            f", holding {held}" if held else ""
+        assert not revealed and ("error" in got or "listed" in got), (
+            "ATTACK SUCCEEDED: the agent "
+            + (f"listed {revealed} in {path}" if revealed else f"read {path}")
+            + (f", holding {held}" if held else "")
         )
 
 
@@ -353,20 +369,12 @@ async def test_reading_one_line_of_a_1_gib_sparse_file_costs_switchboard_a_few_m
         await run.say("warm up")  # the agent is spawned and its first turn done
         await run.wait_text("Echo: warm up")
         before = run.status_kib("VmHWM")
-        await run.say(
-            script(
-                {
-                    "request": {
-                        "method": "fs/read_text_file",
-                        "params": {"path": str(big), "limit": 1},
-                    }
-                },
-                {"chunk": "DONE-SPARSE"},
-            )
-        )
+        read = {"method": "fs/read_text_file", "params": {"path": str(big), "limit": 1}}
+        # inside a repeat: the chat is told how the read ended, not shown a MiB of NULs
+        await run.say(script({"repeat": 1, "steps": [{"request": read}]}, {"chunk": "DONE-SPARSE"}))
         await run.wait_text("DONE-SPARSE", timeout=120)
         grown = (run.status_kib("VmHWM") - before) // 1024
-    assert grown < 48, (
+    assert grown < 64, (
         f"ATTACK SUCCEEDED: one fs/read_text_file (limit 1) of a sparse file grew Switchboard's "
         f"peak RSS by {grown} MiB"
     )

@@ -10,6 +10,7 @@ attacker would.
   environ OUT                  every environment it can read: its own, its parent's
                                ($AGENT_PPID) and each /proc/<pid>/environ
   files OUT PATH...            each path read (the first 64 KiB) or, for a directory, listed
+                               (and its own $HOME, to tell its own directories from others')
   forge-webhook OUT [SECONDS]  find the Telegram webhook (port, path, secret) and the state store
                                (SWITCHBOARD_STATE: a SQLite file, or Redis with its password) in
                                any readable environment, wait up to SECONDS for a pending
@@ -100,7 +101,7 @@ def cmd_files(out: str, *paths: str) -> None:
                     results[path] = {"read": source.read(65536).decode("utf-8", "replace")}
         except OSError as exc:
             results[path] = {"error": f"{type(exc).__name__}: {exc.strerror}"}
-    write_out(out, {"files": results})
+    write_out(out, {"files": results, "home": os.environ.get("HOME", "")})
     print(json.dumps({p: sorted(r) for p, r in results.items()}))
 
 
