@@ -47,7 +47,8 @@ Step vocabulary (each step is a JSON object; steps run in order):
                                       stderr) goes to a file, so a child left running in the
                                       background holds nothing open; chunk
                                       "shell:<exit code>:<the first `max` (default 4000) bytes>";
-                                      killed after `timeout` (default 60) s or on cancel (code -9);
+                                      killed after `timeout` (default 60) s or on cancel (code -9:
+                                      a cancel then ends the turn as cancelled);
                                       with save, "$NAME.exitCode" / "$NAME.output" as for requests
   {"repeat": N, "steps": [...]}       run the steps N times (at most 100000) without showing their
                                       chunks, then chunk "repeat:<JSON {chunk: count}>": how often
@@ -862,6 +863,8 @@ def run_shell(p: Prompt, step: dict[str, Any]) -> None:
     if isinstance(step.get("save"), str):
         SAVED_RESULTS[step["save"]] = {"exitCode": code, "output": output}
     p.chunk(f"shell:{code}:{output}")
+    if not p.answered:
+        p.check_cancel()  # a shell ended by a cancel ends the turn as cancelled
 
 
 def run_repeat(p: Prompt, step: dict[str, Any]) -> bool:
