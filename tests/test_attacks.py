@@ -126,20 +126,38 @@ async def test_the_agent_finds_no_switchboard_secret_in_any_environment_it_can_r
     tmp_path: Path, deployment: Deployment
 ) -> None:
     async with attack_run(tmp_path, deployment) as run:
+        # a terminal's shell is Switchboard's child (its $PPID): what can it read?
+        seen_by_terminal = run.attack_dir / "loot-terminal.txt"
+        dump = (
+            f"{{ tr '\\0' '\\n' </proc/$PPID/environ; for f in /proc/[0-9]*/environ; "
+            f"do tr '\\0' '\\n' <$f; done; }} 2>/dev/null | grep -a ^SWITCHBOARD_ "
+            f">{seen_by_terminal}"
+        )
+        terminal = {"command": "sh", "args": ["-c", dump]}
+        waited = {"terminalId": "$t.terminalId"}
         await run.say(
             script(
                 {"shell": run.attacker("environ", run.loot_path("environ"))},
+                {"request": {"method": "terminal/create", "params": terminal}, "save": "t"},
+                {"request": {"method": "terminal/wait_for_exit", "params": waited}},
                 {"chunk": "DONE-ENVIRON"},
             )
         )
         await run.wait_text("DONE-ENVIRON")
         environments = run.loot("environ")["environments"]
-    for label, env in environments.items():
-        found = leaks(run, "\n".join(f"{k}={v}" for k, v in env.items()))
-        assert not found, f"ATTACK SUCCEEDED: the agent read {found} in the {label} environment"
+        environments["terminal"] = {"all": seen_by_terminal.read_text(errors="replace")}
+    leaked = {
+        label: found
+        for label, env in environments.items()
+        if (found := leaks(run, "\n".join(f"{k}={v}" for k, v in env.items())))
+    }
     own = sorted(name for name in environments["own"] if name.startswith("SWITCHBOARD_"))
-    assert not own, (
-        f"ATTACK SUCCEEDED: Switchboard's settings reached the agent's environment: {own}"
+    assert not leaked and not own, (
+        "ATTACK SUCCEEDED: "
+        + "; ".join(
+            f"the agent read {found} in the {label} environment" for label, found in leaked.items()
+        )
+        + (f"; Switchboard's settings reached the agent's own environment: {own}" if own else "")
     )
 
 
@@ -147,7 +165,9 @@ async def test_the_agent_finds_no_switchboard_secret_in_any_environment_it_can_r
 async def test_secrets_printed_by_a_terminal_never_reach_the_chat(
     tmp_path: Path, deployment: Deployment
 ) -> None:
-    dump = "tr '\\0' '\\n' </proc/$PPID/environ; env"
+    only = "| grep -a ^SWITCHBOARD_"  # Switchboard's settings, nothing else of the host's
+    dump = f"{{ tr '\\0' '\\n' </proc/$PPID/environ; env; }} {only}"
+    agent_dump = f"{{ tr '\\0' '\\n' </proc/$AGENT_PPID/environ; env; }} {only}"
     async with attack_run(tmp_path, deployment) as run:
         await run.say(
             script(
@@ -170,7 +190,7 @@ async def test_secrets_printed_by_a_terminal_never_reach_the_chat(
                         "params": {"terminalId": "$t.terminalId"},
                     }
                 },
-                {"shell": "tr '\\0' '\\n' </proc/$AGENT_PPID/environ; env", "max": 20000},
+                {"shell": agent_dump, "max": 20000},
                 {"chunk": "DONE-TERMINAL"},
             )
         )

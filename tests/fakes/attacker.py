@@ -7,8 +7,9 @@ or did as one JSON object to OUT (atomically, so a test reading OUT sees all of 
 and prints a one-line summary. Nothing here knows a secret: everything is searched for, as an
 attacker would.
 
-  environ OUT                  every environment it can read: its own, its parent's
-                               ($AGENT_PPID) and each /proc/<pid>/environ
+  environ OUT                  Switchboard's settings (SWITCHBOARD_*) in every environment it
+                               can read: its own, its parent's ($AGENT_PPID) and each
+                               /proc/<pid>/environ
   files OUT PATH...            each path read (the first 64 KiB) or, for a directory, listed
                                (and its own $HOME, to tell its own directories from others')
   forge-webhook OUT [SECONDS]  find the Telegram webhook (port, path, secret) and the state store
@@ -41,6 +42,9 @@ from typing import Any
 ALLOW = ("allow_once", "allow_always", "allow-once", "allow")
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
+# What it looks for in an environment: Switchboard's settings (every credential it holds is one);
+# nothing else of any process is kept.
+LOOKED_FOR = "SWITCHBOARD_"
 
 
 def write_out(path: str, data: dict[str, Any]) -> None:
@@ -59,14 +63,15 @@ def read_environ(path: str) -> dict[str, str] | None:
     found = {}
     for item in raw.split(b"\0"):
         name, sep, value = item.decode("utf-8", "replace").partition("=")
-        if sep:
+        if sep and name.startswith(LOOKED_FOR):
             found[name] = value
     return found
 
 
 def every_environ() -> dict[str, dict[str, str]]:
     """Label -> environment, for every one this process can read."""
-    seen: dict[str, dict[str, str]] = {"own": dict(os.environ)}
+    own = {k: v for k, v in os.environ.items() if k.startswith(LOOKED_FOR)}
+    seen: dict[str, dict[str, str]] = {"own": own}
     parent = os.environ.get("AGENT_PPID", str(os.getppid()))
     for label, path in [("parent", f"/proc/{parent}/environ")] + [
         (f"pid {p.split('/')[2]}", p) for p in glob.glob("/proc/[0-9]*/environ")
