@@ -44,7 +44,10 @@ def test_a_shell_step_runs_as_the_agent_s_own_child_and_reports_its_exit_and_out
             "shell:3:0123",  # bounded to `max` bytes
             "shell:0:",  # a child left running in the background did not hold the step
         ]
-        assert _pids_with(nonce), "the background child was not started"
+        deadline = time.monotonic() + 10  # it runs on: exec'd by its shell in a moment
+        while not _pids_with(nonce):
+            assert time.monotonic() < deadline, "the background child was not started"
+            time.sleep(0.02)
     finally:
         for pid in _pids_with(nonce):
             os.kill(pid, signal.SIGKILL)
