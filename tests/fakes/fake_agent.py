@@ -39,6 +39,21 @@ Step vocabulary (each step is a JSON object; steps run in order):
   {"ignore_cancel": true}             from here on, cancel does not end the prompt
   {"attempts": [[...], [...]], "key"?} pick a list by a persisted per-prompt-text counter
   {"flood": N, "text"?: "x"}          N agent_message_chunk notifications, written in big blocks
+  {"shell": cmd, "save"?: NAME, "max"?: N, "timeout"?: s}
+                                      run `/bin/sh -c cmd` as the agent itself (a real agent's own
+                                      shell tool: a child of this process, not terminal/*), in the
+                                      session's cwd, with $AGENT_PID and $AGENT_PPID (this process
+                                      and its parent) added to its environment; output (stdout and
+                                      stderr) goes to a file, so a child left running in the
+                                      background holds nothing open; chunk
+                                      "shell:<exit code>:<the first `max` (default 4000) bytes>";
+                                      killed after `timeout` (default 60) s or on cancel (code -9:
+                                      a cancel then ends the turn as cancelled);
+                                      with save, "$NAME.exitCode" / "$NAME.output" as for requests
+  {"repeat": N, "steps": [...]}       run the steps N times (at most 100000) without showing their
+                                      chunks, then chunk "repeat:<JSON {chunk: count}>": how often
+                                      each distinct chunk (its first 300 characters) would have
+                                      been said
 Steps after the prompt was answered (stop/error) still run: they produce late frames.
 A script that ends without answering answers ``end_turn``.
 
@@ -544,6 +559,7 @@ class Prompt:
         self.ignore_cancel = False
         self.answered = False
         self.agent_text: list[str] = []
+        self.tally: dict[str, int] | None = None  # a repeat step counts its chunks here
 
     # -- cancel / waiting
     def cancel(self) -> None:
@@ -613,6 +629,9 @@ class Prompt:
         )
 
     def chunk(self, text: str, kind: str = "agent_message_chunk", message_id: Any = None) -> None:
+        if self.tally is not None and kind == "agent_message_chunk":
+            self.tally[text[:300]] = self.tally.get(text[:300], 0) + 1
+            return
         upd: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
         if message_id is not None:
             upd["messageId"] = message_id
@@ -804,8 +823,64 @@ def run_steps(p: Prompt, steps: list[Any]) -> bool:
                 return False
         elif "flood" in step:
             emit_flood(p, int(step["flood"]), str(step.get("text", "x")))
+        elif "shell" in step:
+            run_shell(p, step)
+        elif "repeat" in step:
+            if not run_repeat(p, step):
+                return False
         else:
             raise ScriptError(f"unknown step: {_dumps(step)}")
+    return True
+
+
+def run_shell(p: Prompt, step: dict[str, Any]) -> None:
+    """The agent's own shell tool: what any real agent can run without asking the client."""
+    command = step["shell"]
+    if not isinstance(command, str):
+        raise ScriptError("shell needs a command string")
+    limit = int(step.get("max", 4000))
+    env = {**os.environ, "AGENT_PID": str(os.getpid()), "AGENT_PPID": str(os.getppid())}
+    cwd = p.session.cwd if os.path.isdir(p.session.cwd) else None
+    deadline = time.monotonic() + float(step.get("timeout", 60))
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+        )
+        log({"event": "shell", "pid": proc.pid, "command": command[:2000]})
+        while proc.poll() is None:
+            if p.cancelled() or time.monotonic() > deadline:
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.05)
+        out.seek(0)
+        output = out.read(limit).decode("utf-8", "replace")
+    code = proc.returncode
+    if isinstance(step.get("save"), str):
+        SAVED_RESULTS[step["save"]] = {"exitCode": code, "output": output}
+    p.chunk(f"shell:{code}:{output}")
+    if not p.answered:
+        p.check_cancel()  # a shell ended by a cancel ends the turn as cancelled
+
+
+def run_repeat(p: Prompt, step: dict[str, Any]) -> bool:
+    count = step["repeat"]
+    steps = step.get("steps")
+    if type(count) is not int or not 0 <= count <= 100000 or not isinstance(steps, list):
+        raise ScriptError("repeat needs a count (0..100000) and a list of steps")
+    outer, p.tally = p.tally, {}
+    try:
+        for _ in range(count):
+            if not run_steps(p, steps):
+                return False
+        tally = p.tally
+    finally:
+        p.tally = outer
+    p.chunk("repeat:" + json.dumps(tally, separators=(",", ":"), sort_keys=True))
     return True
 
 
