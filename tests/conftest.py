@@ -20,8 +20,30 @@ from tests.fakes.mock_model import MockModelServer
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 
+# Tests that are not about isolation run their agents unsandboxed, as before issue 21: the
+# scripted agent logs to pytest's tmp dirs, which a sandbox's private /tmp would hide, and the
+# suite's agents read names of their own (FAKE_AGENT_*, the real agents' hermetic XDG_* and
+# vendor switches) that the allowlist passes only when listed. The isolation tests
+# (tests/test_sandbox*.py) set the sandbox themselves and check what an agent sees.
+AGENT_PINS = {
+    "SWITCHBOARD_AGENT_SANDBOX": "off",
+    "SWITCHBOARD_AGENT_ENV": ",".join(
+        [
+            "FAKE_AGENT_*",
+            "XDG_*",
+            "IS_SANDBOX",
+            "NO_BROWSER",
+            "DISABLE_AUTOUPDATER",
+            "GEMINI_*",
+            "GOOGLE_GEMINI_BASE_URL",
+            "OPENCODE_*",
+        ]
+    ),
+}
+
 # Fast ladders and graces for tests; the production defaults are in config/settings.py.
 FAST_ENV = {
+    **AGENT_PINS,
     "SWITCHBOARD_RETRY__BASE_DELAY": "0.01",
     "SWITCHBOARD_CANCEL_GRACE": "1",
     "SWITCHBOARD_SHUTDOWN_GRACE": "0.5",
@@ -31,11 +53,19 @@ FAST_ENV = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _agents_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AGENT_PINS for the settings a test builds in this process (see AGENT_PINS)."""
+    for name, value in AGENT_PINS.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test."""
+    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test (the
+    AGENT_PINS stay)."""
     for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
+        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")) and name not in AGENT_PINS:
             monkeypatch.delenv(name)
 
 
