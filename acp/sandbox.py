@@ -222,6 +222,8 @@ def launch_argv(
     if not isolation.sandboxed:
         return list(argv)
     args = [isolation.bwrap, *_NAMESPACES, "--proc", "/proc", "--dev", "/dev"]
+    # /tmp first: a workspace (or anything else shown) under /tmp is mounted on top of it
+    args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--tmpfs", "/tmp"]
     sources = read_only_sources(argv, env)
     for source in sources:
         args += _read_only(source)
@@ -232,7 +234,6 @@ def launch_argv(
             args += _cover(secret, workspace)
     if isolation.home is not None:
         args += ["--bind", str(isolation.home), str(isolation.home)]
-    args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--tmpfs", "/tmp"]
     args += ["--chdir", str(cwd), "--", *argv]
     return args
 
