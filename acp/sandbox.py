@@ -175,9 +175,7 @@ def plan_isolation(
             raise SandboxUnavailable(why_off)
         elif why_off not in _warned:
             _warned.add(why_off)
-            log.warning(
-                "agents run without a sandbox: %s (SWITCHBOARD_AGENT_SANDBOX=auto)", why_off
-            )
+            log.warning("agents run unsandboxed: %s (SWITCHBOARD_AGENT_SANDBOX=auto)", why_off)
     if not bwrap and not home_chosen:
         return Isolation(user=agent_user, hidden=hidden, why_off=why_off)
     _prepare_home(home, agent_user)
@@ -225,6 +223,10 @@ def launch_argv(
     # /tmp first: a workspace (or anything else shown) under /tmp is mounted on top of it
     args += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--tmpfs", "/tmp"]
     sources = read_only_sources(argv, env)
+    if (
+        isolation.user is not None
+    ):  # bubblewrap runs as that user: it cannot bind what it cannot reach
+        sources = [p for p in sources if _reachable(p, isolation.user)]
     for source in sources:
         args += _read_only(source)
     args += ["--bind", str(workspace), str(workspace)]
@@ -236,6 +238,28 @@ def launch_argv(
         args += ["--bind", str(isolation.home), str(isolation.home)]
     args += ["--chdir", str(cwd), "--", *argv]
     return args
+
+
+def _reachable(path: str, user: AgentUser) -> bool:
+    """Whether `user` (no supplementary groups) may walk down to `path`: a PATH entry under a
+    private home is left out of its view rather than failing its sandbox."""
+    current = Path("/")
+    for part in Path(path).parts[1:]:
+        try:
+            info = current.stat()
+        except OSError:
+            return False
+        if info.st_uid == user.uid:
+            allowed = info.st_mode & 0o100
+        elif info.st_gid == user.gid:
+            allowed = info.st_mode & 0o010
+        else:
+            allowed = info.st_mode & 0o001
+        if not allowed:
+            log.debug("the agent's user %s cannot reach %s: not in its view", user.name, path)
+            return False
+        current = current / part
+    return True
 
 
 def _read_only(source: str) -> list[str]:
