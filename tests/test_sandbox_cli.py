@@ -30,7 +30,7 @@ if shutil.which("bwrap") is None or shutil.which("setpriv") is None:
 
 
 @pytest.fixture
-def setup(tmp_path: Path, cli_env: dict[str, str]) -> tuple[FakeAgent, dict[str, str]]:
+def setup(tmp_path: Path, cli_env: dict[str, str]) -> dict[str, str]:
     """The scripted agent (logging into its workspace, where a sandboxed agent may write) and
     the environment of a CLI run with the sandbox left to its default."""
     workspace = tmp_path / "workspace"
@@ -44,7 +44,7 @@ def setup(tmp_path: Path, cli_env: dict[str, str]) -> tuple[FakeAgent, dict[str,
         "SWITCHBOARD_AGENT_COMMAND": agent.command(),
         "SWITCHBOARD_TELEGRAM__TOKEN": TOKEN,
     }
-    return agent, env
+    return env
 
 
 def _cli(env: dict[str, str], *args: str, stdin: str = "", prefix: tuple[str, ...] = ()) -> Any:
@@ -84,7 +84,7 @@ def _terminal(command: str) -> str:
 
 
 def test_doctor_says_the_agent_runs_in_bubblewrap_by_default(setup, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    agent, env = setup
+    env = setup
     result = _cli(env, "doctor")
     home = tmp_path / "state" / "agent-home"
     line = f"ok   agent sandbox: bubblewrap (mount, PID, IPC namespaces; home {home})"
@@ -95,7 +95,7 @@ def test_doctor_says_the_agent_runs_in_bubblewrap_by_default(setup, tmp_path) ->
 
 
 def test_doctor_says_what_off_gives_up(setup) -> None:  # type: ignore[no-untyped-def]
-    _, env = setup
+    env = setup
     result = _cli({**env, "SWITCHBOARD_AGENT_SANDBOX": "off"}, "doctor")
     assert (
         "ok   agent sandbox: off: agents run as this user and can read whatever it can read, "
@@ -104,7 +104,7 @@ def test_doctor_says_what_off_gives_up(setup) -> None:  # type: ignore[no-untype
 
 
 def test_auto_without_bubblewrap_on_path_runs_the_agent_unsandboxed_saying_so_once(setup) -> None:  # type: ignore[no-untyped-def]
-    agent, env = setup
+    env = setup
     no_bwrap = Path(env["SWITCHBOARD_WORKSPACE"]).parent / "bin"
     no_bwrap.mkdir()
     (no_bwrap / "sh").symlink_to("/bin/sh")
@@ -117,7 +117,7 @@ def test_auto_without_bubblewrap_on_path_runs_the_agent_unsandboxed_saying_so_on
 
 
 def test_auto_with_bubblewrap_runs_the_agent_in_its_own_pid_namespace(setup) -> None:  # type: ignore[no-untyped-def]
-    _, env = setup
+    env = setup
     result = _cli(env, "ask", _terminal("ls /proc | grep -c '^[0-9]'"))
     assert result.returncode == 0, result.stderr
     (count,) = _reply_outputs(result.stdout)
@@ -125,7 +125,7 @@ def test_auto_with_bubblewrap_runs_the_agent_in_its_own_pid_namespace(setup) -> 
 
 
 def test_a_required_sandbox_that_cannot_work_stops_the_start_in_one_sentence(setup) -> None:  # type: ignore[no-untyped-def]
-    _, env = setup
+    env = setup
     no_bwrap = {**env, "PATH": "/nonexistent", "SWITCHBOARD_AGENT_SANDBOX": "bwrap"}
     result = _cli(no_bwrap, "ask", "hi")
     assert result.returncode != 0
@@ -137,7 +137,7 @@ def test_a_required_sandbox_that_cannot_work_stops_the_start_in_one_sentence(set
 
 
 def test_an_unknown_agent_user_stops_the_start_in_one_sentence(setup) -> None:  # type: ignore[no-untyped-def]
-    _, env = setup
+    env = setup
     result = _cli({**env, "SWITCHBOARD_AGENT_USER": "no-such-user-here"}, "ask", "hi")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
@@ -178,7 +178,7 @@ def test_the_agent_and_its_terminals_run_as_the_agent_user(cli_env) -> None:  # 
 
 
 def test_status_says_how_the_agent_is_isolated(setup) -> None:  # type: ignore[no-untyped-def]
-    _, env = setup
+    env = setup
     sandboxed = _cli(env, "chat", stdin="/status\n")
     assert "Isolation: bubblewrap sandbox" in sandboxed.stdout, sandboxed.stdout + sandboxed.stderr
     off = _cli({**env, "SWITCHBOARD_AGENT_SANDBOX": "off"}, "chat", stdin="/status\n")
@@ -189,7 +189,7 @@ def test_an_unsandboxed_agent_cannot_read_switchboards_environment(setup) -> Non
     """Switchboard marks itself non-dumpable: a process of the same user without
     CAP_SYS_PTRACE (every process here runs without capabilities, as a non-root deployment
     would) cannot read its /proc/<pid>/environ, although its own user's files it can."""
-    _, env = setup
+    env = setup
     no_caps = ("setpriv", "--bounding-set", "-all", "--inh-caps", "-all")
     command = "P=$(cut -d' ' -f4 /proc/$PPID/stat); tr '\\0' '\\n' < /proc/$P/environ; echo end"
     env = {**env, "SWITCHBOARD_AGENT_SANDBOX": "off"}
