@@ -42,7 +42,7 @@ class CpuShares:
         self.group: Path | None = None
         self.weight_file = ""
         self._sessions: dict[str, Path] = {}
-        self._open()
+        self._tried = False  # the group is made on the first terminal: most agents run none
 
     @property
     def kind(self) -> str:
@@ -54,11 +54,15 @@ class CpuShares:
 
     def describe(self) -> str:
         """doctor's line: how terminals are held back."""
+        self._open()
         if self.group is None:
             return f"nice {TERMINAL_NICE} only (no writable cgroup cpu controller here)"
         return f"nice {TERMINAL_NICE} and a CPU share per session ({self.kind})"
 
     def _open(self) -> None:
+        if self._tried:
+            return
+        self._tried = True
         own = _own_cgroups()
         name = f"switchboard-terminals-{os.getpid()}-{next(_ids)}"
         candidates: list[tuple[Path, str]] = []
@@ -88,6 +92,7 @@ class CpuShares:
 
     def procs_file(self, session_id: str) -> Path | None:
         """The file a terminal of this session writes its pid to, to join the session's share."""
+        self._open()
         if self.group is None:
             return None
         session = self._sessions.get(session_id)

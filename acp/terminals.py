@@ -305,7 +305,6 @@ class TerminalHost:
         for terminal in list(self._terminals.values()):
             if terminal.session_id == session_id:
                 self._release(terminal)
-        self.cpu.release(session_id)
 
     def _release(self, terminal: Terminal) -> None:
         terminal.kill()
@@ -383,9 +382,17 @@ class TerminalHost:
         return [sys.executable, "-I", "-S", _WRAPPER, *options, "--", *inner]
 
     async def _host(self, terminal: Terminal, scope: anyio.CancelScope) -> None:
-        with scope:
-            await terminal.run()
-        self._scopes.pop(terminal.id, None)
+        try:
+            with scope:
+                await terminal.run()
+        finally:
+            self._scopes.pop(terminal.id, None)
+            # its processes are gone now: the session's cgroup goes with its last terminal
+            session = terminal.session_id
+            if not any(
+                t.session_id == session and not t.exited.is_set() for t in self._terminals.values()
+            ):
+                self.cpu.release(session)
 
     async def output(self, session_id: str, params: dict[str, Any]) -> dict[str, Any]:
         terminal = self._terminal("terminal/output", session_id, params)
