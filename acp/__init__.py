@@ -44,7 +44,7 @@ from acp.runtime import (
     resolve_executable,
 )
 from acp.sandbox import (
-    AgentUserUnknown,
+    AgentUserUnusable,
     Isolation,
     SandboxMode,
     SandboxUnavailable,
@@ -129,7 +129,7 @@ __all__ = [
     "AgentCommand",
     "AgentFile",
     "AgentSessionInfo",
-    "AgentUserUnknown",
+    "AgentUserUnusable",
     "Backend",
     "ConfigChoice",
     "ConfigOption",

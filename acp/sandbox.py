@@ -67,10 +67,13 @@ class SandboxUnavailable(AcpRuntimeError):
         super().__init__(f"bubblewrap cannot confine agents here: {reason}")
 
 
-class AgentUserUnknown(AcpRuntimeError):
-    def __init__(self, name: str) -> None:
+class AgentUserUnusable(AcpRuntimeError):
+    """`SWITCHBOARD_AGENT_USER` names no user here, or Switchboard cannot switch to one."""
+
+    def __init__(self, name: str, reason: str) -> None:
         self.name = name
-        super().__init__(f"there is no user {name!r} on this host to run agents as")
+        self.reason = reason
+        super().__init__(f"agents cannot run as {name!r}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,9 @@ class AgentUser:
         try:
             entry = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
         except KeyError:
-            raise AgentUserUnknown(name) from None
+            raise AgentUserUnusable(name, "there is no such user on this host") from None
+        if os.geteuid() not in (0, entry.pw_uid):
+            raise AgentUserUnusable(name, "Switchboard must run as root to switch users")
         return cls(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
     def spawn_options(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@ Every terminal belongs to the session that created it (another session's id is u
 a session holds at most `MAX_TERMINALS_PER_SESSION` unreleased ones, and output is kept up to the
 agent's `outputByteLimit` (capped by ours), dropping the oldest bytes at a character boundary.
 The processes are hosted by the task group of `TerminalHost.serve`, which the runtime serves for
-as long as the agent runs: when the agent goes, or a session closes, its terminals' process groups
-are killed; nothing outlives either.
+as long as the agent runs: when the agent goes, or a session closes, its terminals are killed,
+and with them everything they started; nothing outlives either.
 
 Each command runs behind `acp/_terminal_wrapper.py` (a child subreaper: when the command ends or
 the terminal is killed or released, every process it started goes, `setsid` ones included), at

@@ -18,7 +18,7 @@ from acp import (
     AcpRuntime,
     AcpSession,
     AcpToolGateUnroutable,
-    AgentUserUnknown,
+    AgentUserUnusable,
     Backend,
     GatePlan,
     Isolation,
@@ -81,7 +81,7 @@ def agent_isolation(settings: Settings) -> Isolation:
         )
     except SandboxUnavailable as exc:
         raise ConfigError("SWITCHBOARD_AGENT_SANDBOX", f"is bwrap, but {exc}") from exc
-    except AgentUserUnknown as exc:
+    except AgentUserUnusable as exc:
         raise ConfigError("SWITCHBOARD_AGENT_USER", str(exc)) from exc
     except OSError as exc:
         problem = f"{home} could not be made the agent's home ({exc.strerror or exc})"

@@ -141,8 +141,8 @@ def test_an_unknown_agent_user_stops_the_start_in_one_sentence(setup) -> None:  
     result = _cli({**env, "SWITCHBOARD_AGENT_USER": "no-such-user-here"}, "ask", "hi")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
-        "Invalid setting SWITCHBOARD_AGENT_USER: there is no user 'no-such-user-here' on this "
-        "host to run agents as"
+        "Invalid setting SWITCHBOARD_AGENT_USER: agents cannot run as 'no-such-user-here': there "
+        "is no such user on this host"
     )
 
 
