@@ -228,3 +228,24 @@ async def test_terminals_die_with_their_sandboxed_agent(
                 await anyio.sleep(0.05)
         while _pids_running(marker):
             await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_a_state_file_in_the_workspace_is_covered_and_the_workspace_still_works(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = host.workspace / "state.db"
+    state.write_text(f"approval token {TOKEN}")
+    isolation = plan_isolation(
+        "bwrap",
+        home=host.root / "agent-home",
+        home_chosen=False,
+        hidden=[host.workspace, state, Path(f"{state}-wal")],
+    )
+    spec = host.spec(isolation, monkeypatch)
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec) as client:
+            session = await client.open_session()
+            seen = await _output(session, "cat state.db; echo hi > new-file; cat new-file")
+    assert TOKEN not in seen and seen.endswith("hi\n")
+    assert state.read_text() == f"approval token {TOKEN}"
