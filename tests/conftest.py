@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from config import Settings
 from tests.fakes.mock_model import MockModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,23 +24,34 @@ FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 # Tests that are not about isolation run their agents unsandboxed, as before issue 21: the
 # scripted agent logs to pytest's tmp dirs, which a sandbox's private /tmp would hide, and the
 # suite's agents read names of their own (FAKE_AGENT_*, the real agents' hermetic XDG_* and
-# vendor switches) that the allowlist passes only when listed. The isolation tests
-# (tests/test_sandbox*.py) set the sandbox themselves and check what an agent sees.
+# vendor switches) that the allowlist passes only when listed. Settings built in this process
+# get these as their defaults (many tests clear every SWITCHBOARD_* variable first); a CLI run
+# gets them in its environment (FAST_ENV). The isolation tests (tests/test_sandbox*.py) set the
+# sandbox themselves and check what an agent sees.
+AGENT_ENV_NAMES = [
+    "FAKE_AGENT_*",
+    "XDG_*",
+    "IS_SANDBOX",
+    "NO_BROWSER",
+    "DISABLE_AUTOUPDATER",
+    "GEMINI_*",
+    "GOOGLE_GEMINI_BASE_URL",
+    "OPENCODE_*",
+]
 AGENT_PINS = {
     "SWITCHBOARD_AGENT_SANDBOX": "off",
-    "SWITCHBOARD_AGENT_ENV": ",".join(
-        [
-            "FAKE_AGENT_*",
-            "XDG_*",
-            "IS_SANDBOX",
-            "NO_BROWSER",
-            "DISABLE_AUTOUPDATER",
-            "GEMINI_*",
-            "GOOGLE_GEMINI_BASE_URL",
-            "OPENCODE_*",
-        ]
-    ),
+    "SWITCHBOARD_AGENT_ENV": ",".join(AGENT_ENV_NAMES),
 }
+
+
+def _pin_agent_defaults() -> None:
+    fields = Settings.model_fields
+    fields["agent_sandbox"].default = "off"
+    fields["agent_env"].default = AGENT_ENV_NAMES
+    Settings.model_rebuild(force=True)
+
+
+_pin_agent_defaults()
 
 # Fast ladders and graces for tests; the production defaults are in config/settings.py.
 FAST_ENV = {
@@ -53,19 +65,11 @@ FAST_ENV = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _agents_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """AGENT_PINS for the settings a test builds in this process (see AGENT_PINS)."""
-    for name, value in AGENT_PINS.items():
-        monkeypatch.setenv(name, value)
-
-
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test (the
-    AGENT_PINS stay)."""
+    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test."""
     for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")) and name not in AGENT_PINS:
+        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
             monkeypatch.delenv(name)
 
 

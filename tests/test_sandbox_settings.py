@@ -55,3 +55,16 @@ def test_the_agent_plan_passes_listed_names_and_the_agent_home_never_switchboard
     assert not [name for name in spec.env if name.startswith("SWITCHBOARD_")]
     assert spec.isolation.sandboxed and spec.isolation.home == home
     assert tmp_path / "state" in spec.isolation.hidden
+
+
+def test_the_suite_runs_agents_unsandboxed_unless_a_test_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tests/conftest.py's pin holds with every SWITCHBOARD_* variable cleared (as many tests
+    do); a test about isolation sets the sandbox itself."""
+    monkeypatch.delenv("SWITCHBOARD_AGENT_SANDBOX", raising=False)
+    monkeypatch.delenv("SWITCHBOARD_AGENT_ENV", raising=False)
+    assert load_settings().agent_sandbox == "off"
+    assert "FAKE_AGENT_*" in load_settings().agent_env
+    monkeypatch.setenv("SWITCHBOARD_AGENT_SANDBOX", "auto")
+    assert load_settings().agent_sandbox == "auto"
