@@ -27,12 +27,17 @@ RUN python /tmp/install_agents.py /opt/agents
 
 FROM python:3.12-slim
 # tini is PID 1: it hands SIGTERM to switchboard and reaps the orphans an agent's children leave
-# (a Python PID 1 would keep them as zombies). Unpinned (DL3008): the base's Debian release fixes
-# its version, and a pin would break the build at that release's next point update.
+# (a Python PID 1 would keep them as zombies); bubblewrap is the agent sandbox
+# (SWITCHBOARD_AGENT_SANDBOX). Unpinned (DL3008): the base's Debian release fixes their versions,
+# and a pin would break the build at that release's next point update.
+# The runtime carries no pip: the base image's pip and ensurepip (which `python -m venv` would
+# use to bring pip back) are removed, so nothing in the container can install packages.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get install -y --no-install-recommends tini bubblewrap \
+    && rm -rf /var/lib/apt/lists/* \
+    && python -m pip uninstall --yes pip \
+    && rm -rf /usr/local/lib/python3*/ensurepip /usr/local/bin/pip*
 # A fixed numeric id, so volumes and Kubernetes' runAsNonRoot see the same user everywhere.
 RUN groupadd --gid 10001 switchboard \
     && useradd --create-home --uid 10001 --gid 10001 switchboard \
@@ -51,13 +56,15 @@ WORKDIR /work
 ENV SWITCHBOARD_STATE=/home/switchboard/state/state.db
 VOLUME ["/home/switchboard/state"]
 # The HTTP server of `switchboard run` (/healthz, /readyz, /metrics): on every interface inside the
-# container, so a published port reaches it; SWITCHBOARD_HTTP__PORT=off turns it (and this check)
-# off. The check needs no curl: the image's own python asks /healthz.
+# container, so a published port reaches it. The check needs no curl: bot/healthcheck.py reads the
+# settings as `switchboard run` does and asks /healthz there; with SWITCHBOARD_HTTP__PORT=off (any
+# case) there is no server and with 0 (any free port) no port to ask, so it passes saying why.
+# -P: the working directory is the agent's workspace, whose files must not shadow our modules.
 ENV SWITCHBOARD_HTTP__LISTEN=0.0.0.0 \
     SWITCHBOARD_HTTP__PORT=8765
 EXPOSE 8765
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('SWITCHBOARD_HTTP__PORT', '8765'); sys.exit(0 if port == 'off' else urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
+    CMD ["python", "-P", "-m", "bot.healthcheck"]
 # docker stop sends SIGTERM: running turns end with their partial output, and switchboard exits
 # within 10 s (docker's default grace before SIGKILL).
 ENTRYPOINT ["tini", "--", "switchboard"]

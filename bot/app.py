@@ -52,17 +52,18 @@ from bot.commands import (
     project_pressed,
     run_command,
 )
-from bot.faults import fault_sentence, log_fault
+from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
-from bot.metrics import LiveState, Metrics
+from bot.metrics import SCRAPE_WAIT, LiveState, Metrics
 from bot.ops_view import OpsView
 from bot.permissions import ApprovalBroker
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.routing import ConversationRouting
 from bot.runtime_tuning import tuned_for_serving
-from bot.store import DeliveryEntry, StateStore, StoreError
+from bot.store import DeliveryEntry, StateStore, StoreFull
+from bot.store_reading import StoreReading
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 
@@ -114,7 +115,11 @@ class BotApp:
         self.audit = AuditLog(store, keep_days=settings.audit_days)
         self.metrics = Metrics()
         self.approvals = ApprovalBroker(
-            store, access, timeout=settings.approval_timeout, audit=self.audit
+            store,
+            access,
+            timeout=settings.approval_timeout,
+            audit=self.audit,
+            replica=settings.replica_id,
         )
         # Every project's every agent planned now: a bad entry stops the start, not a turn.
         self.plans = AgentPlans(settings, build_projects(settings))
@@ -138,9 +143,16 @@ class BotApp:
         self._strangers_audited: OrderedDict[tuple[str, str], float] = OrderedDict()
         # Replicas (bot/cluster.py, bot/routing.py): this replica serves the conversations
         # whose lease it holds (with one process: every conversation).
-        self.cluster = open_cluster(settings.replica_id, settings.lease_ttl, store)
+        self.cluster = open_cluster(
+            settings.replica_id, settings.lease_ttl, store, key=settings.cluster_key
+        )
         self.replica = self.cluster.replica
         self.routing = ConversationRouting(self, self.cluster)
+        # What the probes read from the store, each waited for a bounded time (it may be down).
+        self._store_writable = StoreReading(
+            store.check_writable, self.spawn, initial=None, wait=READY_STORE_TIMEOUT
+        )
+        self._backlog = StoreReading(self._ledger_backlog, self.spawn, initial=0, wait=SCRAPE_WAIT)
 
     # ---- ConversationServices: what runners use -----------------------------------------
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -206,11 +218,20 @@ class BotApp:
         turn, which leaves the journal in the same store write."""
         text = valid_text(text)  # the last defence: every final text can be encoded
         entry = DeliveryEntry(uuid.uuid4().hex, key, text, time.time(), replica=self.replica)
-        await self.store.ledger_put(entry, closes_turn=turn_id)
-        if await reply.finish(text):
-            await self.store.ledger_done(entry.entry_id)
-        else:
-            await self.store.ledger_attempted(entry.entry_id)
+        try:
+            await self.store.ledger_put(entry, closes_turn=turn_id)
+        except StoreFull as exc:  # no room to record it: the reply still goes out, unrecorded
+            report_store_full(exc, "recording a reply")
+            await reply.finish(text)
+            return
+        delivered = await reply.finish(text)
+        try:
+            if delivered:
+                await self.store.ledger_done(entry.entry_id)
+            else:
+                await self.store.ledger_attempted(entry.entry_id)
+        except StoreFull as exc:  # a restart re-sends it: one duplicate at worst
+            report_store_full(exc, "recording a delivery")
 
     async def deliver(
         self, surface: Surface, key: ConversationKey, text: str, *, turn_id: str | None = None
@@ -331,6 +352,9 @@ class BotApp:
         and admins; anyone else, or a press after the turn ended, is told why nothing happens."""
         runner = self.runners.get(press.key)
         if runner is None or not runner.stop_token or runner.stop_token != press.token:
+            # a live reply's button pressed from another conversation: audited, told the same
+            shown = [key for key, r in self.runners.items() if r.stop_token == press.token]
+            await self.approvals.refuse_misplaced(press, shown[0] if shown else None, "stop")
             await self._tell_presser(surface, press, "That reply has already finished.")
             return
         requester = runner.last_requester
@@ -363,7 +387,11 @@ class BotApp:
         try:
             if surface is not None and self.access.may_chat(event.key.surface, event.user):
                 with anyio.move_on_after(self.settings.request_timeout):
-                    await self.deliver(surface, event.key, fault_sentence(exc))
+                    if told_without_store(exc):  # the ledger is what failed
+                        async with self.open_reply(surface, event.key) as reply:
+                            await reply.finish(fault_sentence(exc))
+                    else:
+                        await self.deliver(surface, event.key, fault_sentence(exc))
         except Exception as again:  # already logged once; the surface may be what fails
             log.warning("could not tell %s about the fault: %r", event.key, again)
 
@@ -469,13 +497,8 @@ class BotApp:
         result of the last start of the default project's agent (none yet counts as ready: the
         first message starts it, and a failure then shows here until a start succeeds)."""
         problems: dict[str, str] = {}
-        try:
-            with anyio.fail_after(READY_STORE_TIMEOUT):
-                await self.store.check_writable()
-        except TimeoutError:
-            problems["store"] = f"no answer within {READY_STORE_TIMEOUT:g} s"
-        except StoreError as exc:
-            problems["store"] = exc.reason
+        if store_problem := await self._store_writable.refresh():
+            problems["store"] = store_problem
         for surface in self._surfaces.values():
             if not getattr(surface, "connected", True):
                 problems[f"surface:{surface.name}"] = "not connected"
@@ -484,13 +507,18 @@ class BotApp:
         return problems
 
     async def live_state(self) -> LiveState:
+        stale = bool(await self._backlog.refresh())
         pool = self._pool
         return LiveState(
             queue_depth=sum(len(runner.queue) for runner in self.runners.values()),
             pending_approvals=self.approvals.pending,
             live_agents=pool.live if pool is not None else 0,
-            ledger_backlog=len(await self.store.ledger_pending()),
+            ledger_backlog=self._backlog.value,
+            store_stale_for=self._backlog.stale_for() if stale else None,
         )
+
+    async def _ledger_backlog(self) -> int:
+        return len(await self.store.ledger_pending())
 
     async def metrics_text(self) -> bytes:
         return self.metrics.render(await self.live_state())

@@ -38,7 +38,13 @@ from acp import (
 from bot.agent_sessions import ConversationSessions
 from bot.attachments import FileLimits, Intake, prompt_for, take_in
 from bot.cluster import encode_event
-from bot.faults import fault_sentence, log_fault, new_turn_id
+from bot.faults import (
+    fault_sentence,
+    log_fault,
+    new_turn_id,
+    report_store_full,
+    told_without_store,
+)
 from bot.ladder import run_turn
 from bot.markdown_split import split_message
 from bot.metrics import AGENT_ERROR, ANSWERED, FAULT, REFUSED, SHUTDOWN, STOPPED
@@ -58,7 +64,7 @@ from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
-from bot.store import JournalEntry, LeaseLost, StoreError
+from bot.store import JournalEntry, LeaseLost, StoreError, StoreFull
 from config import ConfigError, valid_text
 from surfaces.base import (
     Choice,
@@ -536,7 +542,10 @@ class ChatRunner:
             yield turn.turn_id
         finally:
             with anyio.CancelScope(shield=True):  # bounded by the store's busy timeout
-                await self.services.store.journal_close(turn.turn_id)
+                try:
+                    await self.services.store.journal_close(turn.turn_id)
+                except StoreFull as exc:  # the turn is told or answered; no room to record it
+                    report_store_full(exc, "closing a turn")
 
     async def _journal_waiting(self, inbound: Inbound) -> str:
         entry = JournalEntry(
@@ -572,7 +581,11 @@ class ChatRunner:
         """Best effort: the surface that just failed may fail again (already logged once)."""
         try:
             with anyio.move_on_after(self.services.settings.request_timeout):
-                await self.say(fault_sentence(exc))
+                if told_without_store(exc):  # the ledger is what failed
+                    async with self.services.open_reply(self.surface, self.key) as reply:
+                        await reply.finish(fault_sentence(exc))
+                else:
+                    await self.say(fault_sentence(exc))
         except Exception as again:
             log.warning("could not tell %s about the fault: %r", self.key, again)
 

@@ -18,19 +18,31 @@ needs the agents' state and the workspaces on storage every replica reaches.
 
 With the embedded SQLite store there is one process: `SoloCluster` grants every lease at once
 and relays nothing; the code paths are the same.
+
+A relayed event is sealed (`RelaySeal`): HMAC-SHA256 under `SWITCHBOARD_CLUSTER_KEY` over the
+event, the replica it is for, the time it was sealed and a random nonce. A replica takes only
+what was sealed for it (or for a dead replica it adopts), within `RELAY_WINDOW` seconds of the
+sealing replica's clock, and each nonce once: whoever can write to Redis but does not hold the
+key cannot hand a replica an event, nor replay a captured one to another replica or later.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from bot.conversation import ConversationKey
 from bot.store import StoreError
+from config import ConfigError
+from config.settings import MAKE_KEY, MIN_CLUSTER_KEY
 from surfaces.base import ChoiceAnswer, Inbound, UserRef
 from surfaces.errors import LeasesUnavailable
 
@@ -38,9 +50,12 @@ __all__ = [
     "Cluster",
     "FileRef",
     "Lease",
+    "RelayRejected",
+    "RelaySeal",
     "RelayedEvent",
     "SoloCluster",
     "SurfaceLeases",
+    "check_cluster_key",
     "conversation_lease",
     "decode_event",
     "encode_event",
@@ -266,15 +281,96 @@ def decode_event(payload: str) -> RelayedEvent | None:
     return None
 
 
-def open_cluster(replica: str, ttl: float, store: object) -> Cluster:
+# ---- sealing a relayed event -------------------------------------------------------------
+
+# A sealed event is taken this long (seconds) either side of its sealing replica's clock: more
+# than a dead replica's relay list waits to be adopted (a lease TTL of at most 300 s, then the
+# next heartbeat), and room for replicas' clocks to disagree by a minute or two.
+RELAY_WINDOW = 900.0
+SEAL_VERSION = "sb1"
+
+
+class RelaySeal:
+    """Seals relayed events under the cluster key, and opens only those sealed for a given
+    replica, within `RELAY_WINDOW`, each nonce once (remembered while it is in the window)."""
+
+    def __init__(self, key: str, *, clock: Callable[[], float] = time.time) -> None:
+        self._key = key.encode()
+        self._clock = clock
+        self._seen: dict[str, float] = {}  # nonce -> when it was sealed, in insertion order
+
+    def _mac(self, to: str, at: int, nonce: str, payload: str) -> str:
+        signed = json.dumps([SEAL_VERSION, to, at, nonce, payload], separators=(",", ":"))
+        return hmac.new(self._key, signed.encode(), hashlib.sha256).hexdigest()
+
+    def seal(self, payload: str, to: str) -> str:
+        at, nonce = round(self._clock() * 1000), secrets.token_urlsafe(12)
+        mac = self._mac(to, at, nonce, payload)
+        return json.dumps(
+            {"v": SEAL_VERSION, "to": to, "at": at, "n": nonce, "p": payload, "mac": mac}
+        )
+
+    def open(self, sealed: str, to: str) -> str:
+        """The payload sealed for replica `to`; `RelayRejected` for anything else."""
+        try:
+            data = json.loads(sealed)
+            at, nonce, payload, mac = data["at"], data["n"], data["p"], data["mac"]
+            if not (
+                data["v"] == SEAL_VERSION and isinstance(at, int) and isinstance(nonce, str)
+                and isinstance(payload, str) and isinstance(mac, str)
+            ):  # fmt: skip
+                raise TypeError("bad fields")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RelayRejected("unsigned or malformed") from exc
+        if not hmac.compare_digest(mac, self._mac(to, at, nonce, payload)):
+            raise RelayRejected("bad signature, or sealed for another replica")
+        now = self._clock()
+        if abs(now - at / 1000) > RELAY_WINDOW:
+            raise RelayRejected("sealed outside the replay window")
+        self._forget_before(now - RELAY_WINDOW)
+        if nonce in self._seen:
+            raise RelayRejected("replayed")
+        self._seen[nonce] = at / 1000
+        return payload
+
+    def _forget_before(self, cutoff: float) -> None:
+        # Insertion order is close to sealing order: stop at the first nonce still in the window.
+        while self._seen:
+            nonce, at = next(iter(self._seen.items()))
+            if at >= cutoff:
+                break
+            del self._seen[nonce]
+
+
+class RelayRejected(Exception):
+    """A relayed payload that is not a sealed event for this replica (never handled)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"rejected a relayed event: {reason}")
+
+
+def open_cluster(replica: str, ttl: float, store: object, *, key: str = "") -> Cluster:
     """The coordination that fits `store`: `RedisCluster` on a Redis store (also one wrapped by
-    another store that exposes it as `inner`), else `SoloCluster`."""
+    another store that exposes it as `inner`), which needs the cluster `key`; else
+    `SoloCluster`."""
     inner = getattr(store, "inner", store)
     # A Redis store can only exist once its module is loaded (open_store loads it for a
     # redis:// location): a SQLite start never imports the Redis client.
     redis_store = sys.modules.get("bot.redis_store")
     if redis_store is not None and isinstance(inner, redis_store.RedisStateStore):
+        check_cluster_key(key)
         from bot.redis_cluster import RedisCluster
 
         return RedisCluster(inner, replica, ttl)
     return SoloCluster(replica, ttl)
+
+
+def check_cluster_key(key: str) -> None:
+    """A Redis state needs `SWITCHBOARD_CLUSTER_KEY` (its length is checked with the settings)."""
+    if len(key) < MIN_CLUSTER_KEY:
+        raise ConfigError(
+            "SWITCHBOARD_CLUSTER_KEY",
+            f"required with a Redis state (SWITCHBOARD_STATE=redis://...): a secret of at least "
+            f"{MIN_CLUSTER_KEY} characters that every replica shares; {MAKE_KEY}",
+        )

@@ -24,6 +24,7 @@ from acp import (
     resolve_executable,
 )
 from bot.agent_sessions import agent_isolation, agent_plan
+from bot.cluster import check_cluster_key
 from bot.projects import AgentChoice, Project, build_projects
 from bot.store import StoreError, open_store
 from bot.surface_registry import surface_entries, surfaces_nobody_can_use
@@ -125,6 +126,18 @@ async def _store_check(settings: Settings) -> Check:
     return Check(True, "state store", f"{settings.state} is writable")
 
 
+def _cluster_key_check(settings: Settings) -> list[Check]:
+    """Replicas on Redis sign what they relay to each other: the key must be set (no check with
+    SQLite, which needs none)."""
+    if not settings.state.startswith(("redis://", "rediss://")):
+        return []
+    try:
+        check_cluster_key(settings.cluster_key)
+    except ConfigError as exc:
+        return [Check(False, "cluster key", str(exc))]
+    return [Check(True, "cluster key", "SWITCHBOARD_CLUSTER_KEY is set")]
+
+
 def _surface_checks(settings: Settings) -> list[Check]:
     checks = []
     for entry in surface_entries():
@@ -162,6 +175,7 @@ async def run_doctor(settings: Settings) -> list[Check]:
     checks = _isolation_checks(settings)
     checks += await _project_checks(settings)
     checks.append(await _store_check(settings))
+    checks.extend(_cluster_key_check(settings))
     checks.extend(_surface_checks(settings))
     return checks
 

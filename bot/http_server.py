@@ -8,12 +8,19 @@
 - `/metrics`: Prometheus text (bot/metrics.py), behind `SWITCHBOARD_HTTP__METRICS_TOKEN` when set;
 - every route a surface adds with `add_routes(app)` (the dashboard), mounted before it starts.
 
+Before any route, the edge (bot/http_edge.py): the Host header checked, the client's address
+read through trusted proxies, open connections capped per address. A connection that has not
+sent a whole request line and headers within `SWITCHBOARD_HTTP__HEADER_TIMEOUT` s of opening or
+of its last response is closed: aiohttp's keep-alive timer runs from the connection's start and
+closes it whenever it is waiting for a request, half-sent or none, so it bounds both.
+
 The port is bound before anything else starts (`bind`), so a port that is taken stops the start
 with one sentence naming the setting, before any surface connects; serving starts after the
 surfaces (`serve`, in the app's task group) and ends when that group is cancelled."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import os
@@ -25,6 +32,7 @@ import anyio
 import anyio.abc
 from aiohttp import web
 
+from bot.http_edge import ConnectionCap, HostCheck, TrustedProxies, edge_middleware
 from bot.metrics import CONTENT_TYPE
 from config.settings import HttpSettings
 
@@ -62,7 +70,10 @@ class HttpServer:
         self.settings = settings
         self._readiness = readiness
         self._metrics = metrics
-        self.app = web.Application()
+        proxies = TrustedProxies(settings.trusted_proxies)
+        self.hosts = HostCheck(settings.allowed_hosts, settings.listen)
+        self._cap = ConnectionCap(settings.max_connections_per_address, proxies)
+        self.app = web.Application(middlewares=[edge_middleware(self.hosts, proxies)])
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics_page)
@@ -102,17 +113,32 @@ class HttpServer:
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         assert self._sock is not None, "bind() first"
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            keepalive_timeout=self.settings.header_timeout,
+        )
+        listening: asyncio.Server | None = None
         try:
             await runner.setup()
-            await web.SockSite(runner, self._sock).start()
+            assert runner.server is not None
+            # aiohttp's own sites take no protocol wrapper: the server is created here instead,
+            # each connection admitted by the cap before aiohttp's protocol sees it
+            listening = await asyncio.get_running_loop().create_server(
+                self._cap.factory(runner.server), sock=self._sock
+            )
             log.info("serving HTTP on %s:%s", self.settings.listen, self.port)
             task_status.started()
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_TIMEOUT + 1):
+                if listening is not None:
+                    listening.close()  # no new connections; the open ones end with the runner
                 await runner.cleanup()
-            self._sock = None  # closed with the site
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
 
     # ---- the routes -----------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:

@@ -7,7 +7,11 @@ kind. Never a user id, a chat id or message text.
 Counted where it happens (`Metrics`'s methods, called by the runner, the ladder's hooks and the
 app); read when scraped (`LiveState`): queue depth, pending approvals, live agents, the delivery
 ledger's backlog, and each surface's platform calls and 429s, which the pacing kit keeps
-(`surfaces.pacing.PacingCounts`) so surfaces need no Prometheus of their own."""
+(`surfaces.pacing.PacingCounts`) so surfaces need no Prometheus of their own.
+
+The backlog is the one value read from the state store, which may be down: a scrape waits for it
+at most `SCRAPE_WAIT` seconds (bot/store_reading.py), then serves the last one read, with
+`switchboard_state_store_stale` 1 and `switchboard_metrics_stale_seconds` its age."""
 
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ AGENT_ERROR = "agent_error"
 FAULT = "fault"
 SHUTDOWN = "shutdown"
 
+SCRAPE_WAIT = 0.5  # seconds a scrape waits for the state store before it serves the last value
+
 # Seconds: from a fraction of a second (first text) to the default 600 s prompt timeout.
 _BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
@@ -43,7 +49,8 @@ class LiveState:
     queue_depth: int
     pending_approvals: int
     live_agents: int
-    ledger_backlog: int
+    ledger_backlog: int  # the last value read from the state store
+    store_stale_for: float | None = None  # seconds, when the store did not answer this scrape
 
 
 class _PlatformCalls(Collector):
@@ -109,6 +116,11 @@ class Metrics:
             "Stopped replicas whose relayed events this replica took",
             registry=registry,
         )
+        self.relays_rejected = Counter(
+            "switchboard_relays_rejected",
+            "Relayed events refused: unsigned, badly signed, for another replica, old or replayed",
+            registry=registry,
+        )
         self.first_text = Histogram(
             "switchboard_first_text_seconds",
             "From a turn's start to the first text of the agent's reply",
@@ -137,6 +149,16 @@ class Metrics:
             "Final replies not yet confirmed delivered",
             registry=registry,
         )
+        self._stale = Gauge(
+            "switchboard_state_store_stale",
+            "1 when the state store did not answer this scrape in time: its values are old",
+            registry=registry,
+        )
+        self._stale_seconds = Gauge(
+            "switchboard_metrics_stale_seconds",
+            "Age of the values read from the state store (0 when read for this scrape)",
+            registry=registry,
+        )
         self._platform = _PlatformCalls()
         registry.register(self._platform)
 
@@ -157,4 +179,7 @@ class Metrics:
         self._approvals.set(live.pending_approvals)
         self._agents.set(live.live_agents)
         self._backlog.set(live.ledger_backlog)
+        stale = live.store_stale_for
+        self._stale.set(0 if stale is None else 1)
+        self._stale_seconds.set(stale or 0.0)
         return generate_latest(self.registry)

@@ -5,13 +5,22 @@ Every option gets its own one-time token (button payloads carry our token, never
 which restarts with the agent). Only the person whose prompt started the turn, or an approver,
 may answer; the first valid answer consumes every token of the request, so a second press, a
 stale button after a restart or a stranger's press is refused. Nobody answering within the
-timeout selects a reject option — never `cancelled`, which ends the whole turn on some agents."""
+timeout selects a reject option — never `cancelled`, which ends the whole turn on some agents.
+
+A token counts only in the conversation (and on the surface) its card was shown in: a press of
+it from anywhere else (a forged update, a relayed press) is refused before anything else is
+looked at, audited as "wrong conversation", and answered exactly as an unknown token is, so the
+presser learns nothing of it (`refuse_misplaced`; the Stop button's token takes the same check in
+bot/app.py). The store keeps each card's message id with its tokens, so cards an earlier process
+(or a dead replica) left are closed at start-up and their tokens dropped (`withdraw_left`). The id
+is noted once the card is posted: a crash in between leaves that card's buttons, not its tokens."""
 
 from __future__ import annotations
 
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -27,8 +36,8 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.audit import AuditLog
-from bot.store import ApprovalRecord, StateStore
-from surfaces.base import Choice, ChoiceAnswer, ConversationKey, Surface, UserRef
+from bot.store import ApprovalRecord, StateStore, StoreError
+from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, Surface, UserRef
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,10 @@ _STYLE = {
     PERMISSION_REJECT_ALWAYS: "danger",
 }
 
+
+NOT_PENDING = "This approval is no longer pending."
+WRONG_CONVERSATION = "wrong conversation"  # the audit's reason for a press from elsewhere
+WITHDRAWN = "Expired: Switchboard restarted before anyone answered."
 
 # An approval card must fit every surface's message limit, whatever an edit holds.
 _DIFFS_SHOWN = 3
@@ -92,11 +105,13 @@ class ApprovalBroker:
         *,
         timeout: float,
         audit: AuditLog | None = None,
+        replica: str,
     ) -> None:
         self.store = store
         self.access = access
         self.timeout = timeout
         self.audit = audit
+        self.replica = replica  # kept with each token: whose cards are left after a crash
         self._open: dict[str, _Open] = {}  # group -> request
         self._group_of: dict[str, str] = {}  # token -> group
 
@@ -115,7 +130,7 @@ class ApprovalBroker:
         now = time.time()
         await self.store.put_approvals(
             [
-                ApprovalRecord(token, group, option.option_id, requester.id, key, now)
+                ApprovalRecord(token, group, option.option_id, requester.id, key, now, self.replica)
                 for token, option in tokens.items()
             ],
             self.timeout + 60,
@@ -133,6 +148,10 @@ class ApprovalBroker:
         ref = None
         try:
             ref = await surface.ask_choice(key, prompt, choices, allowed_users=allowed)
+            try:
+                await self.store.approval_shown(group, ref.id)
+            except StoreError as exc:  # only a crash from now on would leave the card open
+                log.warning("could not note the approval card %s: %s", ref.id, exc.reason)
             with anyio.move_on_after(self.timeout):
                 await pending.wait()
             if not pending.answered:
@@ -203,8 +222,9 @@ class ApprovalBroker:
         """Apply a button press. Returns whether it was taken."""
         group = self._group_of.get(answer.token)
         opened = self._open.get(group) if group is not None else None
-        if opened is None:
-            await _notify(answer, "This approval is no longer pending.")
+        shown_in = opened.key if opened is not None else await self._stored_home(answer.token)
+        if opened is None or await self.refuse_misplaced(answer, shown_in, "approval"):
+            await _notify(answer, NOT_PENDING)
             return False
         if not self.access.may_approve(opened.surface, answer.user, opened.requester.id):
             who = opened.requester.label
@@ -222,6 +242,71 @@ class ApprovalBroker:
         opened.answered_by = answer.user.id
         opened.pending.respond(record.option_id)
         return True
+
+    async def _stored_home(self, token: str) -> ConversationKey | None:
+        """Where a token this replica does not hold was shown, if it is pending anywhere (a
+        press routed here by the conversation it came from, the card being another's)."""
+        try:
+            pending = await self.store.approvals_pending()
+        except StoreError as exc:
+            log.warning("could not look up a pressed approval token: %s", exc.reason)
+            return None
+        return next((record.key for record in pending if record.token == token), None)
+
+    async def refuse_misplaced(
+        self, press: ChoiceAnswer, shown_in: ConversationKey | None, action: str
+    ) -> bool:
+        """The check every press of a choice token passes: True (refused, audited) when the
+        press came from another conversation or surface than the one its card was shown in.
+        The caller answers as it answers an unknown token: the presser learns nothing."""
+        if shown_in is None or shown_in == press.key:
+            return False
+        log.warning(
+            "refused a %s press from %s in %s: its card is in another conversation",
+            action,
+            press.user.id,
+            press.key,
+        )
+        if self.audit is not None:
+            await self.audit.refused(
+                press.key.surface,
+                press.user.id,
+                action,
+                reason=WRONG_CONVERSATION,
+                chat=press.key.chat,
+                thread=press.key.thread,
+                card_surface=shown_in.surface,
+                card_chat=shown_in.chat,
+            )
+        return True
+
+    async def withdraw_left(
+        self, surfaces: dict[str, Surface], left_by: Callable[[str], bool]
+    ) -> None:
+        """Cards of approvals a stopped process left pending (`left_by(replica)` says whose):
+        their buttons go (the card says why) and their tokens with them; a later press of one
+        is answered as any unknown token is. Cards of surfaces not running here stay for the
+        replica that runs them."""
+        try:
+            pending = await self.store.approvals_pending()
+        except StoreError as exc:
+            log.warning("cannot read the approvals a stopped process left: %s", exc.reason)
+            return
+        cards = {r.group: r for r in pending if left_by(r.replica) and r.key.surface in surfaces}
+        for group, record in cards.items():
+            log.info("withdrawing the approval card %s left in %s", group, record.key)
+            if record.message:
+                ref = MessageRef(record.key, record.message)
+                try:
+                    await surfaces[record.key.surface].close_choice(ref, "", WITHDRAWN)
+                except Exception:  # the surface: one card's fault must not stop the others
+                    log.warning(
+                        "could not withdraw the approval card in %s", record.key, exc_info=True
+                    )
+            try:
+                await self.store.drop_approvals(group)
+            except StoreError as exc:  # they expire by themselves
+                log.warning("could not drop the approval tokens of %s: %s", group, exc.reason)
 
 
 async def _notify(answer: ChoiceAnswer, text: str) -> None:

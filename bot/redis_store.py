@@ -15,7 +15,8 @@ key of the wrong type) stops the script before anything is removed, e.g. `ledger
 turn it would close open.
 
 Failures are translated once, here (`_translated`): no answer (refused, reset, timed out) becomes
-`StoreUnavailable`, worth waiting for (bot/store_outage.py does); a refused password, an untrusted
+`StoreUnavailable`, worth waiting for (bot/store_outage.py does); a server out of memory (`OOM`) or
+unable to save to its disk (`MISCONF`) becomes `StoreFull`; a refused password, an untrusted
 TLS certificate or a bad reply become `StoreError`. Either's location is the URL with its password
 replaced by `***`, and no reason quotes redis-py's text where it could hold the URL. redis-py
 reconnects by itself: a failed connection is dropped from the pool and the next call opens a new
@@ -53,6 +54,7 @@ from bot.store import (
     LeaseLost,
     SessionRecord,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 
@@ -85,6 +87,20 @@ def _conv(key: ConversationKey) -> str:
 def _key_of(raw: object) -> ConversationKey:
     surface, chat, thread = json.loads(_text(raw))
     return ConversationKey(str(surface), str(chat), str(thread))
+
+
+def _approval(r: dict[str, Any]) -> ApprovalRecord:
+    surface, chat, thread = r["key"]
+    return ApprovalRecord(
+        str(r["token"]),
+        str(r["group"]),
+        str(r["option_id"]),
+        str(r["requester"]),
+        ConversationKey(str(surface), str(chat), str(thread)),
+        float(r["created"]),
+        str(r.get("replica", "")),
+        str(r.get("message", "")),
+    )
 
 
 def _px(ttl: float) -> int:
@@ -145,6 +161,19 @@ for _, token in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', ARGV[1] .. token)
 end
 redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS[1] group key; ARGV approval key prefix, the card's message id.
+_SHOWN = """
+for _, token in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local raw = redis.call('GET', ARGV[1] .. token)
+  if raw then
+    local record = cjson.decode(raw)
+    record['message'] = ARGV[2]
+    redis.call('SET', ARGV[1] .. token, cjson.encode(record), 'KEEPTTL')
+  end
+end
 return 1
 """
 
@@ -431,6 +460,8 @@ class RedisStateStore:
                         "key": [r.key.surface, r.key.chat, r.key.thread],
                         "created": r.created,
                         "expires": expires,
+                        "replica": r.replica,
+                        "message": r.message,
                     }
                     tx.set(f"{PREFIX}approval:{r.token}", json.dumps(value), px=px)
                     tx.sadd(f"{PREFIX}approval-group:{r.group}", r.token)
@@ -446,21 +477,24 @@ class RedisStateStore:
             [f"{PREFIX}approval:{token}"],
             [repr(self._clock()), f"{PREFIX}approval:", f"{PREFIX}approval-group:"],
         )
-        if not raw:
-            return None
-        r = json.loads(raw)
-        surface, chat, thread = r["key"]
-        return ApprovalRecord(
-            str(r["token"]),
-            str(r["group"]),
-            str(r["option_id"]),
-            str(r["requester"]),
-            ConversationKey(str(surface), str(chat), str(thread)),
-            float(r["created"]),
-        )
+        return _approval(json.loads(raw)) if raw else None
 
     async def drop_approvals(self, group: str) -> None:
         await self._script(_DROP, [f"{PREFIX}approval-group:{group}"], [f"{PREFIX}approval:"])
+
+    async def approval_shown(self, group: str, message: str) -> None:
+        keys, args = [f"{PREFIX}approval-group:{group}"], [f"{PREFIX}approval:", message]
+        await self._script(_SHOWN, keys, args)
+
+    async def approvals_pending(self) -> list[ApprovalRecord]:
+        async def op(client: aioredis.Redis) -> list[Any]:
+            keys = [key async for key in client.scan_iter(match=f"{PREFIX}approval:*", count=500)]
+            return list(await client.mget(keys)) if keys else []
+
+        now = self._clock()
+        records = [json.loads(raw) for raw in await self._call(op) if raw]
+        live = [_approval(r) for r in records if float(r["expires"]) > now]
+        return sorted(live, key=lambda record: record.created)
 
     # -- delivery ledger --------------------------------------------------------------------
 
@@ -703,6 +737,10 @@ def _translated(exc: Exception, location: str) -> Exception:
         return StoreUnavailable(
             location, "the Redis server cannot be reached; check SWITCHBOARD_STATE"
         )
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return StoreFull(location, _reason(exc), room="the Redis server is out of memory")
+    if isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("MISCONF"):
+        return StoreFull(location, _reason(exc), room="the Redis server cannot save to its disk")
     if isinstance(exc, redis.exceptions.RedisError):
         return StoreError(location, _reason(exc))
     return exc

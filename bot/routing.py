@@ -24,6 +24,8 @@ from bot.cluster import (
     Cluster,
     Lease,
     RelayedEvent,
+    RelayRejected,
+    RelaySeal,
     SurfaceLeases,
     conversation_lease,
     decode_event,
@@ -67,6 +69,8 @@ class ConversationRouting:
         self._relayed: Lanes[ConversationKey, RelayedEvent] = Lanes(
             self._accept_relayed, failure="the bot failed on a relayed event in %s", logger=log
         )
+        # Only a shared cluster relays, and it has a key (open_cluster checked it).
+        self._seal = RelaySeal(app.settings.cluster_key)
         fenced = getattr(app.store, "inner", app.store)
         if cluster.shared and hasattr(fenced, "fence_of"):
             fenced.fence_of = self.fence_of  # the conversation's writes carry its lease's token
@@ -123,7 +127,9 @@ class ConversationRouting:
             if isinstance(got, Lease):
                 self._hold(key, got)
                 return True
-            if hops < MAX_HOPS and await self.cluster.relay(got, encode_event(event, hops + 1)):
+            if hops < MAX_HOPS and await self.cluster.relay(
+                got, self._seal.seal(encode_event(event, hops + 1), got)
+            ):
                 log.info("handed event %s of %s to replica %s", event.event_id, key, got)
                 self.app.metrics.relayed.inc()
                 return False
@@ -188,10 +194,18 @@ class ConversationRouting:
                 log.warning("cannot read relayed events: %s", exc.reason)
                 await anyio.sleep(RELAY_WAIT)
                 continue
-            self._file_relayed(payloads)
+            self._file_relayed(payloads, self.cluster.replica)
 
-    def _file_relayed(self, payloads: Sequence[str]) -> None:
-        for payload in payloads:
+    def _file_relayed(self, payloads: Sequence[str], sent_to: str) -> None:
+        """Relayed events sealed for `sent_to` (this replica, or a dead one adopted) go to their
+        conversation's lane; anything else is dropped with one WARNING line and counted."""
+        for sealed in payloads:
+            try:
+                payload = self._seal.open(sealed, sent_to)
+            except RelayRejected as exc:
+                log.warning("%s (relayed to replica %s)", exc, sent_to)
+                self.app.metrics.relays_rejected.inc()
+                continue
             relayed = decode_event(payload)
             if relayed is not None:
                 self._relayed.put(relayed.event.key, relayed)
@@ -236,7 +250,7 @@ class ConversationRouting:
                 "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
             )
             self.app.metrics.replicas_adopted.inc()
-            self._file_relayed(payloads)
+            self._file_relayed(payloads, replica)
         self._drop_lost(lost)
 
     def _drop_lost(self, lost: set[str]) -> None:
@@ -290,10 +304,10 @@ class ConversationRouting:
         return not self._starting and replica not in self._alive
 
     async def _adopt_orphans(self) -> None:
-        """What dead replicas (or an earlier process) left: undelivered replies are sent again,
-        cut-off turns told; each in its conversation, under its lease (so two replicas never
-        both do one). What cannot be done now (the conversation held elsewhere) is tried at
-        the next heartbeat."""
+        """What dead replicas (or an earlier process) left: approval cards withdrawn (no lease
+        needed: only their buttons go), undelivered replies sent again, cut-off turns told, each
+        in its conversation under its lease (so two replicas never both do one). What cannot
+        be done now (the conversation held elsewhere) is tried at the next heartbeat."""
         self._orphans_due = False
         try:
             pending = [
@@ -306,6 +320,7 @@ class ConversationRouting:
             log.warning("cannot read what stopped replicas left: %s", exc.reason)
             self._orphans_due = True
             return
+        await self.app.approvals.withdraw_left(self.app.surface_of, self._orphaned)
         for entry in pending:
             if entry.attempts < 5 and await self._adopt_conversation(entry.key):
                 await self._redeliver_one(entry)

@@ -28,12 +28,14 @@ The schema is created on open, and a table added by a later version is created t
 state file written by an earlier version still opens; a column added later (`_ADDED_COLUMNS`) is
 added to an older file's table then, in one transaction.
 
-Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`.
+Failures are translated once, here: `sqlite3` and file-system errors become `StoreError`; a
+full disk (SQLite's "database or disk is full", `ENOSPC`, `EDQUOT`) becomes `StoreFull`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import queue
 import sqlite3
@@ -60,6 +62,7 @@ __all__ = [
     "SqliteStateStore",
     "StateStore",
     "StoreError",
+    "StoreFull",
     "StoreUnavailable",
     "open_store",
 ]
@@ -82,6 +85,8 @@ class ApprovalRecord:
     requester: str
     key: ConversationKey
     created: float
+    replica: str = ""  # the replica that asked (see `DeliveryEntry.replica`)
+    message: str = ""  # the card's message id on its surface ("" until it is shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +178,16 @@ class StoreUnavailable(StoreError):
     `location` is already redacted."""
 
 
+class StoreFull(StoreError):
+    """The store answered but has no room to write: its disk is full (SQLite), or the Redis
+    server is out of memory or cannot save to its own disk. Nothing new can be recorded until an
+    operator makes room; `room` says which, in words the person can be told."""
+
+    def __init__(self, location: str, reason: str, *, room: str = "the disk is full") -> None:
+        self.room = room
+        super().__init__(location, reason)
+
+
 class StateStore(Protocol):
     async def get_binding(self, key: ConversationKey) -> Binding | None: ...
 
@@ -203,6 +218,14 @@ class StateStore(Protocol):
         ...
 
     async def drop_approvals(self, group: str) -> None: ...
+
+    async def approval_shown(self, group: str, message: str) -> None:
+        """The group's card is the surface's message `message` (what closes it after a crash)."""
+        ...
+
+    async def approvals_pending(self) -> list[ApprovalRecord]:
+        """Every unexpired token, oldest first."""
+        ...
 
     async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:
         """Keep `entry` until `ledger_done`. With `closes_turn`, that journalled turn is closed in
@@ -315,6 +338,8 @@ _ADDED_COLUMNS = (
     ("journal", "replica", "TEXT NOT NULL DEFAULT ''"),
     ("events", "claimant", "TEXT NOT NULL DEFAULT ''"),
     ("journal", "message", "TEXT NOT NULL DEFAULT ''"),
+    ("approvals", "replica", "TEXT NOT NULL DEFAULT ''"),  # issue 21: old cards withdrawn
+    ("approvals", "message", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -336,13 +361,29 @@ def _key(row: Any, at: int) -> ConversationKey:
     return ConversationKey(row[at], row[at + 1], row[at + 2])
 
 
+_APPROVAL_COLUMNS = (
+    "token, grp, option_id, requester, surface, chat, thread, created, replica, message"
+)
+
+
+def _approval(row: Any) -> ApprovalRecord:
+    return ApprovalRecord(row[0], row[1], row[2], row[3], _key(row, 4), row[7], row[8], row[9])
+
+
 def _translated(exc: Exception, location: str) -> Exception:
-    """sqlite3 and file-system errors become StoreError; anything else (a bug) stays itself."""
+    """sqlite3 and file-system errors become StoreError (StoreFull for a full disk); anything
+    else (a bug) stays itself."""
     if isinstance(exc, sqlite3.Error | OSError):
-        error = StoreError(location, _reason(exc))
+        error = (StoreFull if _disk_full(exc) else StoreError)(location, _reason(exc))
         error.__cause__ = exc  # as `raise ... from exc` would: the logs keep the detail
         return error
     return exc
+
+
+def _disk_full(exc: Exception) -> bool:
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _reason(exc: BaseException) -> str:
@@ -625,9 +666,10 @@ class SqliteStateStore:
         def op(conn: sqlite3.Connection, now: float) -> None:
             self._maybe_purge(conn, now)
             conn.executemany(
-                "REPLACE INTO approvals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"REPLACE INTO approvals ({_APPROVAL_COLUMNS}, expires)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(r.token, r.group, r.option_id, r.requester, r.key.surface, r.key.chat,
-                  r.key.thread, r.created, now + ttl) for r in records],
+                  r.key.thread, r.created, r.replica, r.message, now + ttl) for r in records],
             )  # fmt: skip
 
         await self._run(op, write=True)
@@ -635,19 +677,32 @@ class SqliteStateStore:
     async def take_approval(self, token: str) -> ApprovalRecord | None:
         def op(conn: sqlite3.Connection, now: float) -> ApprovalRecord | None:
             row = conn.execute(
-                "SELECT token, grp, option_id, requester, surface, chat, thread, created"
-                " FROM approvals WHERE token = ? AND expires > ?",
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE token = ? AND expires > ?",
                 (token, now),
             ).fetchone()
             if row is None:
                 return None
             conn.execute("DELETE FROM approvals WHERE grp = ?", (row[1],))
-            return ApprovalRecord(row[0], row[1], row[2], row[3], _key(row, 4), row[7])
+            return _approval(row)
 
         return await self._run(op, write=True)
 
     async def drop_approvals(self, group: str) -> None:
         await self._execute("DELETE FROM approvals WHERE grp = ?", (group,))
+
+    async def approval_shown(self, group: str, message: str) -> None:
+        await self._execute("UPDATE approvals SET message = ? WHERE grp = ?", (message, group))
+
+    async def approvals_pending(self) -> list[ApprovalRecord]:
+        def op(conn: sqlite3.Connection, now: float) -> list[ApprovalRecord]:
+            rows = conn.execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE expires > ?"
+                " ORDER BY created, rowid",
+                (now,),
+            )
+            return [_approval(row) for row in rows]
+
+        return await self._run(op, write=False)
 
     # -- delivery ledger --------------------------------------------------------------------
 

@@ -248,6 +248,12 @@ class OutageTolerantStore:
     async def drop_approvals(self, group: str) -> None:
         await self._patiently(lambda: self.inner.drop_approvals(group))
 
+    async def approval_shown(self, group: str, message: str) -> None:
+        await self._patiently(lambda: self.inner.approval_shown(group, message))
+
+    async def approvals_pending(self) -> list[ApprovalRecord]:
+        return await self._patiently(self.inner.approvals_pending)
+
     # -- the delivery ledger and the turn journal -------------------------------------------
 
     async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:

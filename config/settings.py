@@ -3,6 +3,7 @@ named by `SWITCHBOARD_CONFIG`, then defaults, in that order of precedence."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -270,13 +271,42 @@ def _named_entries(value: object) -> object:
 # -- the HTTP server of `switchboard run` (issue 15): /healthz, /readyz, /metrics, pages --
 
 
+def _word_list(value: object) -> object:
+    """A list as the environment writes it: JSON (`["a", "b"]`) or comma-separated (`a, b`)."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not a valid JSON list ({exc})") from exc
+    return _split_ids(value)
+
+
+def _networks(value: list[str]) -> list[str]:
+    for entry in value:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"{entry!r} is not an IP address or CIDR network") from exc
+    return value
+
+
 class HttpSettings(BaseModel):
     """`SWITCHBOARD_HTTP__LISTEN` / `__PORT` (`off`: no server) / `__METRICS_TOKEN` (when set,
-    /metrics wants `Authorization: Bearer <token>`)."""
+    /metrics wants `Authorization: Bearer <token>`); the edge (issue 21, bot/http_edge.py):
+    `__TRUSTED_PROXIES` (peers whose `X-Forwarded-For` names the client), `__ALLOWED_HOSTS`
+    (empty: the listen address and localhost; `*`: any), `__HEADER_TIMEOUT` (a request's line
+    and headers, and an idle keep-alive), `__MAX_CONNECTIONS_PER_ADDRESS`."""
 
     listen: str = "127.0.0.1"
     port: int | None = Field(default=8765, ge=0, le=65535)  # None: `off`; 0: any free port
     metrics_token: str = ""
+    trusted_proxies: Annotated[list[str], NoDecode] = []
+    allowed_hosts: Annotated[list[str], NoDecode] = []
+    header_timeout: float = Field(default=15.0, gt=0, le=3600)
+    max_connections_per_address: int = Field(default=32, ge=1, le=100_000)
+
+    _lists = field_validator("trusted_proxies", "allowed_hosts", mode="before")(_word_list)
+    _proxies = field_validator("trusted_proxies")(_networks)
 
     @field_validator("port", mode="before")
     @classmethod
@@ -293,6 +323,10 @@ class HttpSettings(BaseModel):
 def _default_state_path() -> str:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return str(Path(base) / "switchboard" / "state.db")
+
+
+MIN_CLUSTER_KEY = 32
+MAKE_KEY = 'make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
 
 def _default_replica_id() -> str:
@@ -340,6 +374,9 @@ class Settings(BaseSettings):
         default_factory=_default_replica_id, min_length=1, max_length=100, pattern=r"^[\w.-]+$"
     )
     lease_ttl: float = Field(default=10.0, ge=1.0, le=300.0)  # seconds; renewed every third
+    # Signs the events replicas relay to each other (bot/cluster.py `RelaySeal`); required with
+    # a Redis state, unused with SQLite. A secret: never passed to agents, redacted in logs.
+    cluster_key: str = Field(default="", repr=False)
     # -- a shared store's outage (issue 16): each call waits this long for Redis to answer again --
     state_wait: float = Field(default=10.0, ge=0, le=3600)
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
@@ -372,6 +409,13 @@ class Settings(BaseSettings):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"is not a JSON list ({exc.msg})") from exc
         return _split_ids(value)
+
+    @field_validator("cluster_key")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < MIN_CLUSTER_KEY:
+            raise ValueError(f"too short; use at least {MIN_CLUSTER_KEY} characters ({MAKE_KEY})")
+        return value
 
     @field_validator("file_types", mode="before")
     @classmethod

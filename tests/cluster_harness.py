@@ -47,7 +47,7 @@ from bot.redis_store import PREFIX as REDIS_PREFIX
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
-from tests.store_backends import RedisProcess, _free_port
+from tests.store_backends import CLUSTER_KEY, RedisProcess, _free_port
 
 Surface = Literal["telegram", "slack"]
 WEBHOOK_SECRET = "failover-webhook-secret"
@@ -370,6 +370,7 @@ def replica_env(
     env |= FAST_ENV | {
         "PYTHONPATH": str(ROOT),
         "SWITCHBOARD_STATE": cluster.redis.url,
+        "SWITCHBOARD_CLUSTER_KEY": CLUSTER_KEY,
         "SWITCHBOARD_LEASE_TTL": f"{lease_ttl:g}",
         "SWITCHBOARD_WORKSPACE": str(cluster.workspace),
         "SWITCHBOARD_LOG_LEVEL": "info",

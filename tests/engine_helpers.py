@@ -36,6 +36,7 @@ from surfaces.base import (
 )
 from surfaces.errors import SurfaceError
 from tests.conftest import FakeAgent
+from tests.store_backends import CLUSTER_KEY
 
 _Posted = tuple[Inbound | ChoiceAnswer, anyio.Event]
 
@@ -318,6 +319,8 @@ def engine_settings(
         "telegram": {"allowed_users": ["alice", "bob"], "approvers": ["carol"]},
     }
     values.update(overrides)
+    if str(values["state"]).startswith("redis://"):  # replicas on Redis sign their relays
+        values.setdefault("cluster_key", CLUSTER_KEY)
     return load_settings(**values)
 
 

@@ -21,6 +21,9 @@ import redis
 from bot.redis_store import RedisStateStore
 from bot.store import SqliteStateStore, StateStore
 
+# What every test replica on Redis signs its relays with (SWITCHBOARD_CLUSTER_KEY).
+CLUSTER_KEY = "test-cluster-key-" + "k" * 32
+
 INSTALL_HINT = (
     "redis-server is not installed; the state store's Redis tests need it:"
     " run tests/fakes/install_redis.sh (Debian: apt-get install -y redis-server)"

@@ -103,11 +103,19 @@ class Page:
 
 @asynccontextmanager
 async def page(client: TestClient[Any, Any], user: str) -> AsyncIterator[Page]:
-    csrf = await signed_in(client, user)
-    async with client.ws_connect(f"/ws?csrf={csrf}", headers=origin(client)) as socket:
-        opened = Page(socket)
-        await opened.until(lambda f: f["type"] == "tab", "the first tab")
-        yield opened
+    """`user`'s page in a browser of its own (its own cookie: a sign-in on `client`, which ends
+    the session `client`'s cookie held, leaves this page open)."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+        answer = await browser.post(
+            client.make_url("/api/sign-in"), json={"token": TOKENS[user]}, headers=origin(client)
+        )
+        assert answer.status == 200
+        csrf = (await answer.json())["csrf"]
+        url = client.make_url(f"/ws?csrf={csrf}")
+        async with browser.ws_connect(url, headers=origin(client)) as socket:
+            opened = Page(socket)
+            await opened.until(lambda f: f["type"] == "tab", "the first tab")
+            yield opened
 
 
 def agent_html(frame: Frame) -> bool:
@@ -130,9 +138,11 @@ async def test_wrong_tokens_are_refused_logged_without_the_token_and_rate_limite
             assert answer.status == 401
             assert (await answer.json())["error"] == "That access token is not valid."
             assert "Set-Cookie" not in answer.headers
-        answer = await sign_in(client, TOKENS["alice"])  # right, but this address is held
+        answer = await sign_in(client, "another-guess")  # this address is held now
         assert answer.status == 429
         assert (await answer.json())["error"].startswith("Too many wrong access tokens")
+        answer = await sign_in(client, TOKENS["alice"])  # the right token: alice did not fail
+        assert answer.status == 200
     assert "guessed-token-value" not in caplog.text and TOKENS["alice"] not in caplog.text
     assert caplog.text.count("dashboard sign-in from 127.0.0.1 refused: wrong token") == 5
 

@@ -5,14 +5,16 @@ agent was asked, from each replica's agent log."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import pytest
 
 from bot.notices import RESTART_NOTICE
+from bot.permissions import NOT_PENDING, WITHDRAWN
 from tests.cluster_harness import Cluster, cluster, slow
-from tests.fakes.telegram_api import People, User
+from tests.fakes.telegram_api import Message, People, User
 
 pytestmark = pytest.mark.anyio
 
@@ -141,6 +143,54 @@ async def test_an_approval_pressed_through_another_replica_reaches_the_agent(
             if "method" not in frame and "outcome" in (frame.get("result") or {})
         ]
         assert outcomes == [{"outcome": "selected", "optionId": "allow_once"}]
+
+
+def card_noted(c: Cluster) -> bool:
+    """The approval's tokens in Redis name the card's message (what withdrawing it needs)."""
+    with c.redis.raw() as raw:
+        values = [raw.get(key) for key in raw.scan_iter("switchboard:approval:*")]
+    return any(value and json.loads(value).get("message") for value in values)
+
+
+async def test_a_killed_replicas_approval_card_is_withdrawn_and_a_forged_press_refused(
+    tmp_path: Path,
+) -> None:
+    """A press of the card's token from another chat, handed to another replica, is refused
+    there (the token's home is read from the store); when the replica that asked is killed, a
+    live one closes its card, and a later press of it is refused politely."""
+    async with cluster(tmp_path, "telegram", replicas=2, users=[ALICE, BOB]) as c:
+        await c.post_update(c.api.dm(ALICE, "SCN_PERMISSION"))
+        asking = (await c.wait_prompt("SCN_PERMISSION")).replica
+
+        def approval() -> Message | None:
+            return next((m for m in c.api.chat_messages(ALICE.id) if m.reply_markup), None)
+
+        await c.wait_for(approval, "the approval buttons")
+        card = approval()
+        assert card is not None and card.reply_markup is not None
+        yes = card.reply_markup["inline_keyboard"][0][0]["callback_data"]
+        in_bobs_chat = Message(9999, c.api.private_chat(BOB), BOB.as_dict(), "anything")
+        forged = c.api.press(ALICE, in_bobs_chat, yes)
+        await c.post_update(forged, to=c.other_than(asking))
+        query = forged["callback_query"]["id"]
+        await c.wait_for(lambda: query in c.api.answers, "the forged press's answer")
+        assert c.api.answers[query]["text"] == NOT_PENDING
+        assert card.reply_markup is not None
+
+        await c.wait_for(lambda: card_noted(c), "the store to note the card's message")
+        c.kill(asking)
+        await c.wait_for(lambda: card.reply_markup is None, "the card to be withdrawn", 40)
+        assert card.text == WITHDRAWN
+        late = c.api.press(ALICE, card, yes)
+        await c.post_update(late)
+        query = late["callback_query"]["id"]
+        await c.wait_for(lambda: query in c.api.answers, "the late press's answer")
+        assert c.api.answers[query]["text"] == NOT_PENDING
+        assert not any(
+            "outcome" in (frame.get("result") or {})
+            for replica in c.replicas
+            for frame in replica.agent.frames_in()
+        )
 
 
 async def test_redis_stopped_and_restarted_mid_run_loses_no_reply_and_sends_none_twice(

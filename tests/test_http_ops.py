@@ -1,6 +1,8 @@
 """The HTTP server of `switchboard run` (bot/http_server.py): /healthz, /readyz, /metrics (parsed
 with Prometheus's own text parser after a scripted run on the fake agent), the metrics token,
-surfaces' routes mounted, `off`, and a taken port as one sentence."""
+surfaces' routes mounted, `off`, and a taken port as one sentence; /metrics and /readyz while a
+real redis-server holding the state is paused (it listens but says nothing): both answer in
+bounded time, /metrics with the last values it read, marked stale."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from config import ConfigError, Settings, load_settings
 from surfaces.errors import RateLimited
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, wait_for
+from tests.store_backends import RedisProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -220,6 +223,59 @@ async def test_metrics_are_open_without_a_token(tmp_path: Path, fake_agent: Fake
         status, text = await get(app, "/metrics")
     assert status == 200
     assert "switchboard_turns" in {family.name for family in text_string_to_metric_families(text)}
+
+
+def gauge(text: str, name: str) -> float:
+    [(_labels, value)] = samples(text)[name]
+    return value
+
+
+# Far longer than the 1 s the issue asks for, so a slow machine cannot fail the test; what is
+# checked is that the answer does not wait out the outage (SWITCHBOARD_STATE_WAIT, 30 s here).
+GENEROUS = 5.0
+
+
+async def test_metrics_and_readyz_answer_during_a_store_outage_with_stale_values_marked(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    redis = RedisProcess(tmp_path)
+    redis.start()
+    settings = ops_settings(tmp_path, fake_agent, state=redis.url, state_wait=30)
+    surface = ScriptedSurface()
+    try:
+        async with serving(settings, surface) as app:
+            await finished(surface.post(surface.message("alice", "hello")))
+            fresh = (await get(app, "/metrics"))[1]
+            assert gauge(fresh, "switchboard_state_store_stale") == 0
+            assert gauge(fresh, "switchboard_metrics_stale_seconds") == 0
+            assert gauge(fresh, "switchboard_ledger_backlog") == 0
+            redis.pause()
+            try:
+                for _ in range(3):  # the first scrape's read is still under way for the others
+                    with anyio.fail_after(GENEROUS):
+                        status, text = await get(app, "/metrics")
+                    assert status == 200, text
+                    assert gauge(text, "switchboard_state_store_stale") == 1
+                    assert gauge(text, "switchboard_ledger_backlog") == 0  # the last value read
+                    assert gauge(text, "switchboard_metrics_stale_seconds") > 0
+                    assert total(samples(text), "switchboard_turns_total") == 1
+                with anyio.fail_after(GENEROUS):
+                    status, body = await get(app, "/readyz")
+                assert status == 503
+                assert json.loads(body)["not_ready"] == {"store": "no answer within 2 s"}
+            finally:
+                redis.resume()
+
+            async def fresh_again() -> bool:
+                text = (await get(app, "/metrics"))[1]
+                return gauge(text, "switchboard_state_store_stale") == 0
+
+            with anyio.fail_after(30):
+                while not await fresh_again():
+                    await anyio.sleep(0.1)
+            assert (await get(app, "/readyz"))[0] == 200
+    finally:
+        redis.stop()
 
 
 # ---- the server itself ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,10 +39,11 @@ from surfaces.base import (
 )
 from surfaces.bounded import BoundedMap
 from surfaces.dashboard import page
-from surfaces.dashboard.auth import Session, SessionBook, SignInLimiter, TokenBook
+from surfaces.dashboard.auth import Session, SessionBook, TokenBook
 from surfaces.dashboard.convert import FrameRefused, parse_frame, plain_html, render
 from surfaces.dashboard.errors import BAD_FRAME, NOT_READY, NOT_YOURS, STALE_BUTTON
-from surfaces.dashboard.sockets import Conversation, Hub, Shown, send
+from surfaces.dashboard.sign_in_limit import SignInLimiter
+from surfaces.dashboard.sockets import Conversation, Hub, Shown, bound_person, send
 from surfaces.errors import FileRefused, MessageGone
 from surfaces.lanes import Lanes
 
@@ -71,6 +73,8 @@ class DashboardSurface:
         sign_in_window: float = 60.0,
         max_chars: int = 20_000,
         min_edit_interval: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        session_sweep: float = 1.0,
     ) -> None:
         self.capabilities = SurfaceCapabilities(
             max_chars=max_chars,
@@ -83,8 +87,9 @@ class DashboardSurface:
         )
         self._settings = settings
         self.tokens = TokenBook(settings.tokens)
-        self.sessions = SessionBook(lifetime=settings.session_hours * 3600)
-        self.limiter = SignInLimiter(sign_in_attempts, sign_in_window)
+        self.sessions = SessionBook(lifetime=settings.session_hours * 3600, clock=clock)
+        self.limiter = SignInLimiter(sign_in_attempts, sign_in_window, clock=clock)
+        self._session_sweep = session_sweep  # s between looks for sessions that expired
         self._hub = Hub(settings.admins)
         self._conversations: BoundedMap[str, Conversation] = BoundedMap(MAX_CONVERSATIONS)
         self._commands: list[dict[str, str]] = []
@@ -133,6 +138,7 @@ class DashboardSurface:
                 self._on_event = on_event
                 self._messages.open(tg)
                 self._presses.open(tg)
+                tg.start_soon(self._close_ended_sessions)
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
@@ -144,10 +150,23 @@ class DashboardSurface:
         with anyio.CancelScope(shield=True):
             await self._hub.close_all()
 
+    async def end_session(self, session_id: str, reason: str) -> None:
+        """Sign-out or a new sign-in: the session ends and its sockets are closed now."""
+        self.sessions.close(session_id)
+        await self._hub.end_session(session_id, reason)
+
+    async def _close_ended_sessions(self) -> None:
+        """Sockets whose session expired (or was forgotten) are closed within a sweep."""
+        while True:
+            await anyio.sleep(self._session_sweep)
+            for session_id in self._hub.session_ids():
+                if self.sessions.find(session_id) is None:
+                    await self._hub.end_session(session_id, "session expired")
+
     # ---- inbound ----------------------------------------------------------------------------
     async def connected(self, session: Session, socket: web.WebSocketResponse) -> None:
         """A signed-in page: its conversations (a first one if it has none) and their state."""
-        self._hub.join(session.user, socket)
+        self._hub.join(session.user, session.id, socket)
         if not any(c.owner == session.user for c in self._conversations.values()):
             self._new_conversation(session.user)
         await send(
@@ -167,7 +186,7 @@ class DashboardSurface:
                     await send(socket, _menu_frame(conversation))
 
     def disconnected(self, session: Session, socket: web.WebSocketResponse) -> None:
-        self._hub.leave(session.user, socket)
+        self._hub.leave(session.user, session.id, socket)
 
     async def received(self, session: Session, data: object) -> None:
         """One frame from a signed-in page, checked before anything acts on it."""
@@ -191,7 +210,7 @@ class DashboardSurface:
         user = UserRef(session.user)
         if frame.type == "send":
             shown = Shown(_new_id(), "user", plain_html(frame.text))
-            conversation.messages.remember(shown.id, shown)
+            self._keep(conversation, shown)
             await self._hub.publish(conversation, shown.frame(conversation))
             self._messages.put(
                 conversation.key, Inbound(conversation.key, user, frame.text, _new_id())
@@ -223,7 +242,7 @@ class DashboardSurface:
     ) -> MessageRef:
         conversation = self._conversation_of(key)
         shown = Shown(_new_id(), "agent", _html(text, formatted), tuple(buttons), final=formatted)
-        conversation.messages.remember(shown.id, shown)
+        self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
         return MessageRef(key, shown.id)
 
@@ -242,6 +261,7 @@ class DashboardSurface:
         shown.html = _html(text, formatted)
         shown.buttons = tuple(buttons)
         shown.final = formatted
+        self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
@@ -283,7 +303,7 @@ class DashboardSurface:
     ) -> MessageRef:
         conversation = self._conversation_of(key)
         shown = Shown(_new_id(), "notice", plain_html(prompt), tuple(choices), kind="choice")
-        conversation.messages.remember(shown.id, shown)
+        self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
         return MessageRef(key, shown.id)
 
@@ -294,9 +314,16 @@ class DashboardSurface:
             return  # forgotten already: nothing shows its buttons any more
         shown.html = plain_html(f"{prompt}\n\n{outcome}")
         shown.buttons = ()
+        self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
 
     # ---- helpers ----------------------------------------------------------------------------
+    def _keep(self, conversation: Conversation, shown: Shown) -> None:
+        """Kept for reconnecting pages, within the conversation's and its person's bounds."""
+        conversation.messages.keep(shown)
+        owner = conversation.owner
+        bound_person((c for c in self._conversations.values() if c.owner == owner), shown)
+
     def _new_conversation(self, user: str) -> Conversation:
         mine = [tab for tab, c in self._conversations.items() if c.owner == user]
         for tab in mine[: max(len(mine) - MAX_TABS + 1, 0)]:

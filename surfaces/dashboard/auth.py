@@ -1,5 +1,5 @@
 """Who is signed in to the dashboard: access tokens checked against their digests, server-side
-sessions, CSRF tokens, the Origin check and the sign-in rate limit.
+sessions, CSRF tokens and the Origin check (the sign-in limit: sign_in_limit.py).
 
 Deny by default: without a session nothing but the page, its static files and the sign-in form
 answer. A token is never stored or logged: `SWITCHBOARD_DASHBOARD__TOKENS` holds the SHA-256
@@ -8,7 +8,9 @@ in constant time (`hmac.compare_digest`), so the time taken says nothing about w
 
 A session is a random id in an HttpOnly, SameSite=Strict cookie (Secure when the request came
 over HTTPS, or through a proxy that says `X-Forwarded-Proto: https`); the sessions live in this
-process only (a restart signs everyone out), bounded in number and expiring. Each carries a CSRF
+process only (a restart signs everyone out), bounded in number and expiring; a new sign-in from
+a browser ends the session its cookie held (the page's sockets of that session are closed by the
+surface, as at sign-out and expiry). Each carries a CSRF
 token every state change must present (the `X-CSRF-Token` header, or the WebSocket's `csrf`
 query parameter), and every state change must come from this host's own Origin."""
 
@@ -30,7 +32,6 @@ __all__ = [
     "CSRF_HEADER",
     "Session",
     "SessionBook",
-    "SignInLimiter",
     "TokenBook",
     "digest_of",
     "is_https",
@@ -103,8 +104,8 @@ class SessionBook:
             return None
         return session
 
-    def close(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+    def close(self, session_id: str) -> Session | None:
+        return self._sessions.pop(session_id, None)
 
     def of(self, request: web.Request) -> Session | None:
         return self.find(request.cookies.get(COOKIE))
@@ -112,35 +113,6 @@ class SessionBook:
 
 def csrf_ok(session: Session, presented: str | None) -> bool:
     return bool(presented) and hmac.compare_digest(session.csrf.encode(), str(presented).encode())
-
-
-@dataclass(slots=True)
-class SignInLimiter:
-    """At most `attempts` wrong tokens per address within `window` seconds; then refused until
-    the oldest failure leaves the window. Bounded in addresses remembered."""
-
-    attempts: int = 5
-    window: float = 60.0
-    clock: Callable[[], float] = time.monotonic
-    _failures: BoundedMap[str, list[float]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._failures = BoundedMap(10_000)
-
-    def _recent(self, address: str) -> list[float]:
-        cutoff = self.clock() - self.window
-        recent = [at for at in self._failures.get(address, []) if at > cutoff]
-        if recent:
-            self._failures[address] = recent
-        else:
-            self._failures.pop(address, None)
-        return recent
-
-    def blocked(self, address: str) -> bool:
-        return len(self._recent(address)) >= self.attempts
-
-    def failed(self, address: str) -> None:
-        self._failures.remember(address, [*self._recent(address), self.clock()])
 
 
 def is_https(request: web.Request) -> bool:

@@ -13,6 +13,7 @@ import logging
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from aiohttp import WSMsgType, web
 
 from surfaces.dashboard.auth import (
@@ -32,6 +33,7 @@ from surfaces.dashboard.errors import (
     TOO_MANY,
     WRONG_TOKEN,
 )
+from surfaces.dashboard.sign_in_limit import Outcome
 
 if TYPE_CHECKING:
     from surfaces.dashboard.adapter import DashboardSurface
@@ -54,6 +56,7 @@ _HEADERS = {
 # The only files served from static/, with their types: nothing else can be asked for by name.
 _STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 MAX_SOCKET_FRAME = 64 * 1024
+BODY_TIMEOUT = 10.0  # s a sign-in's small body may take to arrive
 
 
 def _static_text(name: str) -> str:
@@ -126,7 +129,7 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
             return _refuse(503, NOT_READY)
         try:
             body: Any = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # a body nested past the parser's depth, too
             body = None
         action = body.get("action") if isinstance(body, dict) else None
         target = body.get("target") if isinstance(body, dict) else None
@@ -140,20 +143,22 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
         if not same_origin(request):
             log.warning("dashboard sign-in from %s refused: not from this page's origin", address)
             return _refuse(403, WRONG_TOKEN)
-        if surface.limiter.blocked(address):
-            log.warning("dashboard sign-in from %s refused: too many wrong tokens", address)
-            return _refuse(429, TOO_MANY)
         token = await _presented_token(request)
-        user = surface.tokens.user_for(token)
-        if user is None or not surface.may_sign_in(user):
-            surface.limiter.failed(address)
+        # counted and decided in one step, nothing awaited: see sign_in_limit.py
+        verdict = surface.limiter.attempt(address, token, check_token)
+        if verdict.outcome is not Outcome.SIGNED_IN or verdict.user is None:
             # never the token: only where it came from and whose it was, if anyone's
+            whose = f" (user {verdict.user!r})" if verdict.user is not None else ""
             log.warning(
-                "dashboard sign-in from %s refused: %s",
-                address,
-                "wrong token" if user is None else f"user {user!r} is on no access list",
+                "dashboard sign-in from %s refused: %s%s", address, verdict.outcome.value, whose
             )
+            if verdict.outcome is Outcome.HELD:
+                return _refuse(429, TOO_MANY)
             return _refuse(401, WRONG_TOKEN)
+        user = verdict.user
+        earlier = sessions.of(request)
+        if earlier is not None:  # this browser's session is replaced, never kept beside it
+            await surface.end_session(earlier.id, "signed in again")
         session = sessions.open(user)
         log.info("dashboard sign-in: user %r from %s", user, address)
         response = web.json_response({"user": user, "csrf": session.csrf}, headers=_HEADERS)
@@ -168,6 +173,10 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
         )
         return response
 
+    def check_token(token: str) -> tuple[str | None, bool]:
+        user = surface.tokens.user_for(token)
+        return user, user is not None and surface.may_sign_in(user)
+
     async def sign_out(request: web.Request) -> web.Response:
         session = sessions.of(request)
         if session is None:
@@ -175,7 +184,7 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
         if not same_origin(request) or not csrf_ok(session, request.headers.get(CSRF_HEADER)):
             log.warning("dashboard sign-out from %s refused: CSRF check", _address(request))
             return _refuse(403, SIGNED_OUT)
-        sessions.close(session.id)
+        await surface.end_session(session.id, "signed out")
         response = web.json_response({"signed_out": True}, headers=_HEADERS)
         response.del_cookie(COOKIE, path="/")
         return response
@@ -215,16 +224,19 @@ def mount(app: web.Application, surface: DashboardSurface) -> None:
 
 
 async def _presented_token(request: web.Request) -> str:
-    """The token of a sign-in (JSON `{"token": ...}` or a form field), "" when there is none."""
+    """The token of a sign-in (JSON `{"token": ...}` or a form field), "" when there is none or
+    the body does not arrive within BODY_TIMEOUT (a body sent a byte at a time)."""
     if request.content_length is not None and request.content_length > 4 * MAX_TOKEN_CHARS:
         return ""
+    token: object = ""
     try:
-        if request.content_type == "application/json":
-            body: Any = await request.json()
-            token = body.get("token", "") if isinstance(body, dict) else ""
-        else:
-            token = (await request.post()).get("token", "")
-    except (ValueError, UnicodeDecodeError):
+        with anyio.move_on_after(BODY_TIMEOUT):
+            if request.content_type == "application/json":
+                body: Any = await request.json()
+                token = body.get("token", "") if isinstance(body, dict) else ""
+            else:
+                token = (await request.post()).get("token", "")
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return ""
     return token.strip() if isinstance(token, str) else ""
 
@@ -232,5 +244,5 @@ async def _presented_token(request: web.Request) -> str:
 def _decoded(data: str) -> object:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None

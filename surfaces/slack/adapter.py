@@ -205,6 +205,7 @@ class SlackSurface:
                         app,
                         self.settings.listen,
                         self.settings.port,
+                        signing_secret=self.settings.signing_secret,
                         on_bound=self._bound,
                         task_status=task_status,
                     )

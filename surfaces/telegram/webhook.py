@@ -1,6 +1,10 @@
 """Receiving Telegram updates by webhook: our own aiohttp server, used when a webhook URL is set
 (long polling otherwise). Telegram posts one update per request with the secret we registered in
-a header; without it nothing is read, and what is read goes to PTB's update queue."""
+a header; without it nothing is read, and what is read goes to PTB's update queue.
+
+A body with the right secret that is not an update (not JSON, not an object with an `update_id`,
+or an object PTB cannot read) is answered 400 with one WARNING line naming what was wrong: never
+a 500, never a traceback (PTB's reader raises whatever its constructors do on a wrong shape)."""
 
 from __future__ import annotations
 
@@ -69,9 +73,18 @@ class Webhook:
             return web.Response(status=403)
         try:
             data = json.loads(await request.read())
-        except ValueError:
-            return web.Response(status=400)
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested past the parser
+            return _malformed("it is not JSON")
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
-            return web.Response(status=400)
-        await self._app.update_queue.put(Update.de_json(data, self._app.bot))
+            return _malformed("it is not an object with an update_id")
+        try:
+            update = Update.de_json(data, self._app.bot)
+        except Exception as exc:  # PTB's reader on a wrong shape: KeyError, TypeError, ...
+            return _malformed(f"python-telegram-bot cannot read it ({type(exc).__name__})")
+        await self._app.update_queue.put(update)
         return web.Response(status=200)
+
+
+def _malformed(why: str) -> web.Response:
+    log.warning("telegram: refused a webhook request with the right secret: %s", why)
+    return web.Response(status=400)
