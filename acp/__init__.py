@@ -7,6 +7,7 @@ verdict) and `AcpRuntimeError` (the agent process or its pipe failed). `AGENT_ER
 for callers that catch any agent failure."""
 
 from acp._dispatch import redact, redact_links
+from acp.agent_env import agent_environment
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, BACKENDS, Backend, get_backend
 from acp.client import (
     AcpAuthRequired,
@@ -29,6 +30,7 @@ from acp.content import (
     resource_link_block,
     text_block,
 )
+from acp.cpu_share import describe_cpu_limits
 from acp.runtime import (
     AcpRuntime,
     AcpSpawnFailed,
@@ -37,10 +39,17 @@ from acp.runtime import (
     RuntimeOpener,
     RuntimePool,
     RuntimeSpec,
-    agent_environment,
     open_runtime,
     pool_key,
     resolve_executable,
+)
+from acp.sandbox import (
+    AgentUserUnusable,
+    Isolation,
+    SandboxMode,
+    SandboxUnavailable,
+    make_undumpable,
+    plan_isolation,
 )
 from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession, AcpSessionListUnsupported
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
@@ -121,6 +130,7 @@ __all__ = [
     "AgentCommand",
     "AgentFile",
     "AgentSessionInfo",
+    "AgentUserUnusable",
     "Backend",
     "ConfigChoice",
     "ConfigOption",
@@ -128,6 +138,7 @@ __all__ = [
     "EventKind",
     "FileDiff",
     "GatePlan",
+    "Isolation",
     "NoticeKind",
     "PendingPermission",
     "PermissionOption",
@@ -140,6 +151,8 @@ __all__ = [
     "RuntimeOpener",
     "RuntimePool",
     "RuntimeSpec",
+    "SandboxMode",
+    "SandboxUnavailable",
     "SessionCapabilities",
     "SessionNotice",
     "SessionState",
@@ -149,12 +162,15 @@ __all__ = [
     "UsageInfo",
     "agent_environment",
     "audio_block",
+    "describe_cpu_limits",
     "embedded_text_block",
     "get_backend",
     "image_block",
+    "make_undumpable",
     "open_in_workspace",
     "open_runtime",
     "open_workspace_dir",
+    "plan_isolation",
     "plan_tool_gate",
     "pool_key",
     "redact",

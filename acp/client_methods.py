@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from acp.sandbox import Isolation
 from acp.session_handle import METHOD_NOT_FOUND, RpcReply
 from acp.terminals import TerminalHost
 from acp.workspace_files import (
@@ -39,9 +40,15 @@ def method_not_found(method: object) -> RpcReply:
 class ClientMethods:
     """The fs and terminal methods for one agent process bound to `workspace`."""
 
-    def __init__(self, workspace: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        env: Mapping[str, str],
+        isolation: Isolation | None = None,
+        tmp: Path | None = None,
+    ) -> None:
         self.workspace = workspace
-        self.terminals = TerminalHost(workspace, env)
+        self.terminals = TerminalHost(workspace, env, isolation, tmp)
         self._handlers: dict[str, _Handler] = {
             "fs/read_text_file": self._read,
             "fs/write_text_file": self._write,

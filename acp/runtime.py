@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import signal
 import time
@@ -27,8 +26,10 @@ import anyio.abc
 import anyio.lowlevel
 
 from acp._dispatch import redact
+from acp.agent_env import agent_environment
 from acp.backends import Backend
 from acp.client_methods import ClientMethods
+from acp.sandbox import Isolation, launch_argv, prepare_private_tmp, remove_private_tmp
 from acp.session_handle import (
     DEFAULT_MAX_LINE_BYTES,
     AcpRequestTimeout,
@@ -49,9 +50,6 @@ STDERR_TAIL_BYTES = 64 * 1024
 SIGNAL_GRACE = 1.5
 ABANDONED_SIGNAL_GRACE = 0.5
 
-# Switchboard's own credentials never reach an agent (it runs whatever the model asks).
-_RE_OWN_SECRET = re.compile(r"^SWITCHBOARD_.*(TOKEN|SECRET|PASSWORD|KEY)", re.IGNORECASE)
-
 
 class AcpSpawnFailed(AcpRuntimeError):
     def __init__(self, command: str, reason: str) -> None:
@@ -70,11 +68,6 @@ class AcpWorkspaceBindingError(AcpRuntimeError):
         super().__init__(
             f"This agent process works in {bound}; a session for {requested} needs its own."
         )
-
-
-def agent_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if not _RE_OWN_SECRET.match(k)}
 
 
 def resolve_executable(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
@@ -123,6 +116,7 @@ class RuntimeSpec:
     argv: tuple[str, ...]
     workspace: Path
     env: Mapping[str, str] = field(default_factory=agent_environment)
+    isolation: Isolation = field(default_factory=Isolation)  # no sandbox unless planned
     request_timeout: float = 30.0
     initialize_timeout: float = 90.0
     shutdown_grace: float = 2.0
@@ -130,7 +124,9 @@ class RuntimeSpec:
 
 
 class AcpRuntime:
-    def __init__(self, spec: RuntimeSpec, process: anyio.abc.Process) -> None:
+    def __init__(
+        self, spec: RuntimeSpec, process: anyio.abc.Process, *, tmp: Path | None = None
+    ) -> None:
         self.spec = spec
         self.process = process
         # monotonic, taken at spawn (open_runtime builds us right after the process starts)
@@ -151,7 +147,7 @@ class AcpRuntime:
         self.abandoned = False  # it ignored a cancel: being stopped, never handed out again
         self._tg: anyio.abc.TaskGroup | None = None  # serve_runtime's, while it serves us
         # fs/* and terminal/* for the agent; its terminals live in serve_runtime's task group
-        self.client_methods = ClientMethods(spec.workspace, spec.env)
+        self.client_methods = ClientMethods(spec.workspace, spec.env, spec.isolation, tmp)
         self.handle.on_notification = self._on_notification
 
     def _on_notification(self, method: str, params: Any) -> None:
@@ -330,21 +326,32 @@ def _group_alive(pgid: int) -> bool:
 async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
     """Spawn and initialize an agent; on exit shut it down, whatever happened."""
     argv = resolve_executable(spec.argv, spec.env)
+    isolation = spec.isolation
+    tmp = prepare_private_tmp(isolation)
+    launch = launch_argv(
+        isolation, argv, workspace=spec.workspace, cwd=spec.workspace, tmp=tmp, env=spec.env
+    )
+    as_user = isolation.user.spawn_options() if isolation.user is not None else {}
     try:
         process = await anyio.open_process(
-            argv,
+            launch,
             stdin=PIPE,
             stdout=PIPE,
             stderr=PIPE,
             cwd=str(spec.workspace),
             env=dict(spec.env),
             start_new_session=True,
+            **as_user,
         )
     except OSError as exc:
+        remove_private_tmp(tmp)
         raise AcpSpawnFailed(argv[0], f"could not be started ({exc.strerror or exc})") from exc
-    log.info("started agent %s pid=%d in %s", spec.backend.name, process.pid, spec.workspace)
+    sandboxed = " in its sandbox" if isolation.sandboxed else ""
+    log.info(
+        "started agent %s pid=%d in %s%s", spec.backend.name, process.pid, spec.workspace, sandboxed
+    )
     try:
-        async with serve_runtime(AcpRuntime(spec, process)) as runtime:
+        async with serve_runtime(AcpRuntime(spec, process, tmp=tmp)) as runtime:
             yield runtime
     finally:
         with anyio.CancelScope(shield=True):
@@ -352,6 +359,7 @@ async def open_runtime(spec: RuntimeSpec) -> AsyncIterator[AcpRuntime]:
             with anyio.move_on_after(1.0):
                 await process.wait()
         await process.aclose()
+        remove_private_tmp(tmp)
         log.info("agent %s pid=%d stopped", spec.backend.name, process.pid)
 
 

@@ -1,11 +1,16 @@
-"""`terminal/*` for the agent: commands run in the workspace, each in its own process group.
+"""`terminal/*` for the agent: commands run in the workspace, each behind its own wrapper.
 
 Every terminal belongs to the session that created it (another session's id is unknown to it),
 a session holds at most `MAX_TERMINALS_PER_SESSION` unreleased ones, and output is kept up to the
 agent's `outputByteLimit` (capped by ours), dropping the oldest bytes at a character boundary.
 The processes are hosted by the task group of `TerminalHost.serve`, which the runtime serves for
-as long as the agent runs: when the agent goes, or a session closes, its terminals' process groups
-are killed; nothing outlives either.
+as long as the agent runs: when the agent goes, or a session closes, its terminals are killed,
+and with them everything they started; nothing outlives either.
+
+Each command runs behind `acp/_terminal_wrapper.py` (a child subreaper: when the command ends or
+the terminal is killed or released, every process it started goes, `setsid` ones included), at
+a lower CPU priority and in its session's CPU share (`acp/cpu_share.py`); with the agent's
+sandbox, inside a sandbox of its own with the agent's view (and its own PID namespace).
 
 `on_activity` is told (throttled) what a terminal is running and its last line of output, for a
 status line."""
@@ -20,14 +25,19 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from acp.agent_env import terminal_environment
+from acp.cpu_share import TERMINAL_NICE, CpuShares
+from acp.sandbox import Isolation, launch_argv
 from acp.types import TerminalActivity
 from acp.workspace_files import INVALID_PARAMS, ClientRequestRefused, confine
 
@@ -40,6 +50,7 @@ _READ_SIZE = 65536
 ACTIVITY_INTERVAL = 1.0  # seconds between two status updates of one terminal
 _SHOWN_COMMAND = 120
 _DRAIN_AFTER_EXIT = 0.5  # seconds the output pipe may stay open after the command exited
+_WRAPPER = str(Path(__file__).with_name("_terminal_wrapper.py"))
 
 # A bare command with shell syntax in it (agents often send a whole command line as `command`).
 _SHELL_SYNTAX = re.compile(r"[\s|&;<>()$`\\\"'*?\[\]#~=%]")
@@ -94,7 +105,7 @@ def _argv(method: str, params: dict[str, Any], env: Mapping[str, str]) -> list[s
 
 
 def _environment(method: str, params: dict[str, Any], base: Mapping[str, str]) -> dict[str, str]:
-    env = dict(base)
+    env: dict[str, str] = {}
     given = params.get("env") or []
     if not isinstance(given, list):
         raise _refused(method, "env must be a list of {name, value}")
@@ -111,7 +122,7 @@ def _environment(method: str, params: dict[str, Any], base: Mapping[str, str]) -
         ):
             raise _refused(method, "env must be a list of {name, value} strings")
         env[name] = value
-    return env
+    return terminal_environment(base, env)
 
 
 def _output_limit(method: str, params: dict[str, Any]) -> int:
@@ -128,6 +139,26 @@ def _kill_group(pgid: int) -> None:
         return
     try:
         os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@contextmanager
+def _told_once_ready() -> Iterator[None]:
+    """Spawn the wrapper with SIGTERM blocked (a signal mask is inherited): a kill that comes
+    while it starts waits until it can act on it, rather than ending it before it started the
+    command (and so misreporting how the command ended)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _tell_wrapper(pid: int) -> None:
+    """The wrapper kills everything the command started, then exits as the command did."""
+    try:
+        os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -160,8 +191,8 @@ class Terminal:
         return {"exitCode": self.exit_code, "signal": self.signal}
 
     def kill(self) -> None:
-        if not self.exited.is_set():
-            _kill_group(self.process.pid)
+        if not self.exited.is_set() and self.process.returncode is None:
+            _tell_wrapper(self.process.pid)
 
     def _tell(self, *, force: bool = False) -> None:
         if self._on_activity is None:
@@ -198,9 +229,12 @@ class Terminal:
                 self._tell(force=True)
         finally:
             with anyio.CancelScope(shield=True):
-                _kill_group(self.process.pid)
-                with anyio.move_on_after(1.0):
-                    await self.process.wait()
+                if self.process.returncode is None:  # once reaped, its pid may be another's
+                    _tell_wrapper(self.process.pid)
+                    with anyio.move_on_after(1.0):
+                        await self.process.wait()
+                if self.process.returncode is None:  # a wrapper that did not end in time
+                    _kill_group(self.process.pid)
                 await self.process.aclose()
                 if not self.exited.is_set():
                     self._record(self.process.returncode)
@@ -233,9 +267,18 @@ class Terminal:
 class TerminalHost:
     """The terminals of one agent process, hosted by `serve`'s task group."""
 
-    def __init__(self, workspace: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        env: Mapping[str, str],
+        isolation: Isolation | None = None,
+        tmp: Path | None = None,
+    ) -> None:
         self.workspace = workspace
         self.env = env
+        self.isolation = isolation or Isolation()
+        self.tmp = tmp  # the agent's private /tmp, which its terminals see too
+        self.cpu = CpuShares()
         self.on_activity: ActivitySink | None = None
         self._terminals: dict[str, Terminal] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -251,6 +294,7 @@ class TerminalHost:
         finally:
             self._tg = None
             self.kill_all()
+            self.cpu.close()
 
     def kill_all(self) -> None:
         """The agent is gone: so are the commands it started."""
@@ -296,16 +340,18 @@ class TerminalHost:
         limit = _output_limit(method, params)
         command = params["command"]
         line = " ".join([command, *(params.get("args") or [])])[:_SHOWN_COMMAND]
+        wrapped = self._wrapped(session_id, argv, cwd, env)
         try:
-            process = await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=str(cwd),
-                env=env,
-                start_new_session=True,
-            )
+            with _told_once_ready():
+                process = await anyio.open_process(
+                    wrapped,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=str(cwd),
+                    env=env,
+                    start_new_session=True,
+                )
         except OSError as exc:
             raise ClientRequestRefused(
                 method, f"{command[:_SHOWN_COMMAND]!r} could not be started ({exc.strerror})"
@@ -319,10 +365,34 @@ class TerminalHost:
         log.info("terminal %s started pid=%d: %s", terminal_id, process.pid, line)
         return {"terminalId": terminal_id}
 
+    def _wrapped(
+        self, session_id: str, argv: list[str], cwd: Path, env: Mapping[str, str]
+    ) -> list[str]:
+        """The wrapper's command line around the command (in its sandbox, if the agent has one)."""
+        inner = launch_argv(
+            self.isolation, argv, workspace=self.workspace, cwd=cwd, tmp=self.tmp, env=env
+        )
+        options = ["--nice", str(TERMINAL_NICE)]
+        procs = self.cpu.procs_file(session_id)
+        if procs is not None:
+            options += ["--cgroup", str(procs)]
+        user = self.isolation.user
+        if user is not None:
+            options += ["--uid", str(user.uid), "--gid", str(user.gid)]
+        return [sys.executable, "-I", "-S", _WRAPPER, *options, "--", *inner]
+
     async def _host(self, terminal: Terminal, scope: anyio.CancelScope) -> None:
-        with scope:
-            await terminal.run()
-        self._scopes.pop(terminal.id, None)
+        try:
+            with scope:
+                await terminal.run()
+        finally:
+            self._scopes.pop(terminal.id, None)
+            # its processes are gone now: the session's cgroup goes with its last terminal
+            session = terminal.session_id
+            if not any(
+                t.session_id == session and not t.exited.is_set() for t in self._terminals.values()
+            ):
+                self.cpu.release(session)
 
     async def output(self, session_id: str, params: dict[str, Any]) -> dict[str, Any]:
         terminal = self._terminal("terminal/output", session_id, params)

@@ -5,6 +5,7 @@ while its agent lives and resumed or restarted when it is gone."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,14 +18,18 @@ from acp import (
     AcpRuntime,
     AcpSession,
     AcpToolGateUnroutable,
+    AgentUserUnusable,
     Backend,
     GatePlan,
+    Isolation,
     RuntimePool,
     RuntimeSpec,
+    SandboxUnavailable,
     SessionNotice,
     ToolGateUnroutable,
     agent_environment,
     get_backend,
+    plan_isolation,
     plan_tool_gate,
 )
 from bot.conversation import Binding
@@ -51,6 +56,38 @@ class AgentTarget:
     gate: GatePlan
 
 
+def agent_isolation(settings: Settings) -> Isolation:
+    """How agents run here (`SWITCHBOARD_AGENT_SANDBOX`, `_HOME`, `_USER`), bubblewrap probed
+    once per process; what Switchboard keeps (its state, its config file) is never shown."""
+    hidden: list[Path] = []
+    if "://" in settings.state:  # a Redis store: nothing of it is a file here
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        state_dir = Path(base) / "switchboard"
+    else:
+        state = Path(settings.state).absolute()
+        state_dir = state.parent
+        hidden += [state_dir, *(Path(f"{state}{end}") for end in ("", "-wal", "-shm", "-journal"))]
+    config_file = os.environ.get("SWITCHBOARD_CONFIG", "")
+    if config_file:
+        hidden.append(Path(config_file))
+    home = settings.agent_home or state_dir / "agent-home"
+    try:
+        return plan_isolation(
+            settings.agent_sandbox,
+            home=home.absolute(),
+            home_chosen=settings.agent_home is not None,
+            hidden=hidden,
+            user=settings.agent_user,
+        )
+    except SandboxUnavailable as exc:
+        raise ConfigError("SWITCHBOARD_AGENT_SANDBOX", f"is bwrap, but {exc}") from exc
+    except AgentUserUnusable as exc:
+        raise ConfigError("SWITCHBOARD_AGENT_USER", str(exc)) from exc
+    except OSError as exc:
+        problem = f"{home} could not be made the agent's home ({exc.strerror or exc})"
+        raise ConfigError("SWITCHBOARD_AGENT_HOME", problem) from exc
+
+
 def agent_plan(
     settings: Settings, project: Project | None = None, agent: AgentChoice | None = None
 ) -> tuple[RuntimeSpec, GatePlan]:
@@ -72,11 +109,19 @@ def agent_plan(
         )
     except ToolGateUnroutable as exc:
         raise AcpToolGateUnroutable(exc) from exc
+    isolation = agent_isolation(settings)
+    env = agent_environment(
+        preset=backend.name,
+        listed=settings.agent_env,
+        home=isolation.home,
+        user=isolation.user.name if isolation.user is not None else "",
+    )
     spec = RuntimeSpec(
         backend=backend,
         argv=tuple(argv),
         workspace=project.workspace,
-        env=agent_environment(),
+        env=env,
+        isolation=isolation,
         request_timeout=settings.request_timeout,
         initialize_timeout=settings.initialize_timeout,
         shutdown_grace=settings.shutdown_grace,

@@ -30,6 +30,7 @@ from acp import (
     RuntimeOpener,
     RuntimePool,
     RuntimeSpec,
+    make_undumpable,
     open_runtime,
 )
 from bot.access import AccessPolicy
@@ -397,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_FAILED
     configure_logging(settings.log_level, secrets=secret_values(settings))
     held.replay()
+    if args.command in ("run", "chat", "ask", "doctor"):  # they spawn agents: hide our memory
+        make_undumpable()
     try:
         if args.command == "ask":
             # argv keeps undecodable bytes as lone surrogates (surrogateescape)

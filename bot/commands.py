@@ -78,6 +78,7 @@ async def _status(runner: ChatRunner, args: str) -> str:
         f"Model: {model}",
         f"Workspace: {spec.workspace}",
         f"Project: {target.project.name}",
+        spec.isolation.summary(),
     ]
     state = session.state if session is not None else None
     if state is not None and state.mode:

@@ -1,6 +1,6 @@
-"""`switchboard doctor`: for every project, is its workspace there and writable, is each of its
-agents found, does it start, is it signed in; is the state store writable; does each configured
-surface have a plausible token. No platform is contacted."""
+"""`switchboard doctor`: how agents are isolated; for every project, is its workspace there and
+writable, is each of its agents found, does it start, is it signed in; is the state store
+writable; does each configured surface have a plausible token. No platform is contacted."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from acp import (
     AcpRuntime,
     AcpRuntimeDead,
     AcpRuntimeError,
+    describe_cpu_limits,
     open_runtime,
     resolve_executable,
 )
-from bot.agent_sessions import agent_plan
+from bot.agent_sessions import agent_isolation, agent_plan
 from bot.cluster import check_cluster_key
 from bot.projects import AgentChoice, Project, build_projects
 from bot.state_location import refuse_inside_workspaces
@@ -174,8 +175,22 @@ def _surface_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def _isolation_checks(settings: Settings) -> list[Check]:
+    """How agents are isolated (one line, never a failure unless `bwrap` was required and does
+    not work, or the agent's user is unknown), and how their terminals are held back."""
+    try:
+        isolation = agent_isolation(settings)
+    except ConfigError as exc:
+        return [Check(False, "agent sandbox", str(exc))]
+    return [
+        Check(True, "agent sandbox", isolation.describe()),
+        Check(True, "agent terminals", describe_cpu_limits()),
+    ]
+
+
 async def run_doctor(settings: Settings) -> list[Check]:
-    checks = await _project_checks(settings)
+    checks = _isolation_checks(settings)
+    checks += await _project_checks(settings)
     checks.append(await _store_check(settings))
     checks.extend(_cluster_key_check(settings))
     checks.extend(_surface_checks(settings))

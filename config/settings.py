@@ -359,6 +359,11 @@ class Settings(BaseSettings):
     # -- the runtime pool (issue 14): agent processes live at once; each one idle this long stops --
     max_agents: int = Field(default=8, ge=1, le=1000)
     runtime_idle: float = Field(default=900.0, gt=0)
+    # -- where agents run (issue 21, acp/sandbox.py, acp/agent_env.py) --
+    agent_sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    agent_home: Path | None = None  # the agent's HOME; default: `agent-home` beside the state
+    agent_user: str = ""  # run agents as this user (Switchboard must be able to switch users)
+    agent_env: Annotated[list[str], NoDecode] = []  # more names passed on: NAME, or PREFIX_*
     dedupe_ttl: float = Field(default=86400.0, gt=0)
     # -- what a reply shows besides the answer (issue 13: progress and files out) --
     tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
@@ -394,6 +399,16 @@ class Settings(BaseSettings):
     _words = field_validator("agent_command")(_shell_words)
 
     _named = field_validator("projects", "agents", mode="before")(_named_entries)
+
+    @field_validator("agent_env", mode="before")
+    @classmethod
+    def _env_names(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().startswith("["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"is not a JSON list ({exc.msg})") from exc
+        return _split_ids(value)
 
     @field_validator("cluster_key")
     @classmethod

@@ -15,13 +15,47 @@ from typing import Any
 
 import pytest
 
+from config import Settings
 from tests.fakes.mock_model import MockModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 
+# Tests that are not about isolation run their agents unsandboxed, as before issue 21: the
+# scripted agent logs to pytest's tmp dirs, which a sandbox's private /tmp would hide, and the
+# suite's agents read names of their own (FAKE_AGENT_*, the real agents' hermetic XDG_* and
+# vendor switches) that the allowlist passes only when listed. Settings built in this process
+# get these as their defaults (many tests clear every SWITCHBOARD_* variable first); a CLI run
+# gets them in its environment (FAST_ENV). The isolation tests (tests/test_sandbox*.py) set the
+# sandbox themselves and check what an agent sees.
+AGENT_ENV_NAMES = [
+    "FAKE_AGENT_*",
+    "XDG_*",
+    "IS_SANDBOX",
+    "NO_BROWSER",
+    "DISABLE_AUTOUPDATER",
+    "GEMINI_*",
+    "GOOGLE_GEMINI_BASE_URL",
+    "OPENCODE_*",
+]
+AGENT_PINS = {
+    "SWITCHBOARD_AGENT_SANDBOX": "off",
+    "SWITCHBOARD_AGENT_ENV": ",".join(AGENT_ENV_NAMES),
+}
+
+
+def _pin_agent_defaults() -> None:
+    fields = Settings.model_fields
+    fields["agent_sandbox"].default = "off"
+    fields["agent_env"].default = AGENT_ENV_NAMES
+    Settings.model_rebuild(force=True)
+
+
+_pin_agent_defaults()
+
 # Fast ladders and graces for tests; the production defaults are in config/settings.py.
 FAST_ENV = {
+    **AGENT_PINS,
     "SWITCHBOARD_RETRY__BASE_DELAY": "0.01",
     "SWITCHBOARD_CANCEL_GRACE": "1",
     "SWITCHBOARD_SHUTDOWN_GRACE": "0.5",

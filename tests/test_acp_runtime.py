@@ -27,7 +27,8 @@ from acp import (
     get_backend,
     open_runtime,
 )
-from acp.runtime import STDERR_TAIL_BYTES, RuntimePool, agent_environment
+from acp.agent_env import agent_environment
+from acp.runtime import STDERR_TAIL_BYTES, RuntimePool
 from tests.acp_helpers import agent_spec as _spec
 from tests.acp_helpers import collect_turn as _turn
 from tests.acp_helpers import open_test_client as _client
@@ -175,39 +176,49 @@ async def test_stderr_is_drained_while_the_handshake_runs_and_only_a_bounded_tai
     assert len(tail.text().splitlines()) <= 20
 
 
-def test_agent_environment_strips_switchboard_credentials_and_keeps_everything_else() -> None:
+def test_agent_environment_is_an_allowlist_and_never_passes_switchboard_settings() -> None:
     base = {
         "SWITCHBOARD_TELEGRAM__TOKEN": "123456:abc",
-        "SWITCHBOARD_SLACK__SIGNING_SECRET": "s",
-        "SWITCHBOARD_SLACK__APP_TOKEN": "xapp-1",
-        "SWITCHBOARD_GATEWAY_API_KEY": "k",
-        "SWITCHBOARD_DB_PASSWORD": "p",
-        "SWITCHBOARD_AGENT": "kiro",
+        "SWITCHBOARD_STATE": "redis://:hunter2@localhost/0",
         "SWITCHBOARD_WORKSPACE": "/work",
         "ANTHROPIC_API_KEY": "the agent's own key",
-        "GITHUB_TOKEN": "the agent's own token",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/",
+        "OPENAI_API_KEY": "another preset's key",
+        "GITHUB_TOKEN": "listed by the operator",
+        "MY_TOOL_MODE": "listed by prefix",
+        "REDIS_PASSWORD": "nobody listed it",
         "PATH": "/usr/bin",
         "HOME": "/root",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "xterm",
     }
-    env = agent_environment(base)
+    listed = ["GITHUB_TOKEN", "MY_TOOL_*", "SWITCHBOARD_TELEGRAM__TOKEN", "SWITCHBOARD_*", "*"]
+    env = agent_environment(base, preset="claude", listed=listed, home=Path("/agent-home"))
     assert env == {
-        "SWITCHBOARD_AGENT": "kiro",
-        "SWITCHBOARD_WORKSPACE": "/work",
         "ANTHROPIC_API_KEY": "the agent's own key",
-        "GITHUB_TOKEN": "the agent's own token",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/",
+        "GITHUB_TOKEN": "listed by the operator",
+        "MY_TOOL_MODE": "listed by prefix",
         "PATH": "/usr/bin",
-        "HOME": "/root",
+        "HOME": "/agent-home",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "xterm",
     }
+    codex = agent_environment(base, preset="codex")
+    assert codex["OPENAI_API_KEY"] == "another preset's key" and "ANTHROPIC_API_KEY" not in codex
+    assert codex["HOME"] == "/root"  # no agent home planned: Switchboard's own (sandbox off)
 
 
-def test_a_runtime_spec_takes_the_stripped_process_environment_by_default(
+def test_a_runtime_spec_takes_the_allowlisted_process_environment_by_default(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SWITCHBOARD_DISCORD__TOKEN", "MTIz.secret")
-    monkeypatch.setenv("SWITCHBOARD_SWITCH_TEST_KEEP", "yes")
+    monkeypatch.setenv("SOME_UNLISTED_SECRET", "no")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     spec = RuntimeSpec(backend=get_backend("kiro"), argv=("x",), workspace=tmp_path)
-    assert "SWITCHBOARD_DISCORD__TOKEN" not in spec.env
-    assert spec.env["SWITCHBOARD_SWITCH_TEST_KEEP"] == "yes"
+    assert not [name for name in spec.env if name.startswith("SWITCHBOARD_")]
+    assert "SOME_UNLISTED_SECRET" not in spec.env
+    assert spec.env["LANG"] == "C.UTF-8" and spec.env["PATH"] == os.environ["PATH"]
 
 
 # ---- workspace binding ---------------------------------------------------------------------------

@@ -366,11 +366,14 @@ def test_platform_tokens_do_not_reach_the_agent(run_cli, fake_agent, tmp_path):
             "SWITCHBOARD_SLACK__BOT_TOKEN": "xoxb-1",
             "SWITCHBOARD_SLACK__APP_TOKEN": "xapp-1",
             "KEEP_ME": "yes",
+            "NOT_LISTED": "no",
+            "SWITCHBOARD_AGENT_ENV": "KEEP_ME,SWITCHBOARD_SLACK__BOT_TOKEN",
         },
     )
     assert result.returncode == 0, result.stderr
     seen = json.loads(dump.read_text())
-    assert seen["KEEP_ME"] == "yes"
+    assert seen["KEEP_ME"] == "yes" and "NOT_LISTED" not in seen
+    assert not [name for name in seen if name.startswith("SWITCHBOARD_")]
     assert "SWITCHBOARD_TELEGRAM__TOKEN" not in seen and "SWITCHBOARD_SLACK__BOT_TOKEN" not in seen
     assert "SWITCHBOARD_SLACK__APP_TOKEN" not in seen
 
