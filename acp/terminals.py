@@ -38,6 +38,7 @@ import anyio.abc
 from acp.agent_env import terminal_environment
 from acp.cpu_share import TERMINAL_NICE, CpuShares
 from acp.sandbox import Isolation, launch_argv
+from acp.terminal_output import OutputTail, ReadBudget
 from acp.types import TerminalActivity
 from acp.workspace_files import INVALID_PARAMS, ClientRequestRefused, confine
 
@@ -57,32 +58,6 @@ _SHELL_SYNTAX = re.compile(r"[\s|&;<>()$`\\\"'*?\[\]#~=%]")
 
 
 ActivitySink = Callable[[TerminalActivity], None]
-
-
-class OutputTail:
-    """The last `limit` bytes of a stream, cut at a UTF-8 character boundary."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.data = bytearray()
-        self.truncated = False
-
-    def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        excess = len(self.data) - self.limit
-        if excess > 0:
-            # skip continuation bytes (10xxxxxx): never start the kept text mid-character
-            while excess < len(self.data) and self.data[excess] & 0xC0 == 0x80:
-                excess += 1
-            del self.data[:excess]
-            self.truncated = True
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", "replace")
-
-    def last_line(self) -> str:
-        lines = self.data[-512:].decode("utf-8", "replace").strip().splitlines()
-        return lines[-1].strip() if lines else ""
 
 
 def _refused(method: str, reason: str) -> ClientRequestRefused:
@@ -172,12 +147,14 @@ class Terminal:
         process: anyio.abc.Process,
         limit: int,
         on_activity: ActivitySink | None,
+        reads: ReadBudget,
     ) -> None:
         self.id = terminal_id
         self.session_id = session_id
         self.command = command
         self.process = process
         self.output = OutputTail(limit)
+        self._reads = reads
         self.exited = anyio.Event()
         self._drained = anyio.Event()
         self.exit_code: int | None = None
@@ -262,6 +239,7 @@ class Terminal:
                 return
             self.output.add(chunk)
             self._tell()
+            await self._reads.spend(len(chunk))  # past the agent's rate the command waits
 
 
 class TerminalHost:
@@ -279,6 +257,7 @@ class TerminalHost:
         self.isolation = isolation or Isolation()
         self.tmp = tmp  # the agent's private /tmp, which its terminals see too
         self.cpu = CpuShares()
+        self.reads = ReadBudget()  # shared by this agent's terminals
         self.on_activity: ActivitySink | None = None
         self._terminals: dict[str, Terminal] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -357,7 +336,9 @@ class TerminalHost:
                 method, f"{command[:_SHOWN_COMMAND]!r} could not be started ({exc.strerror})"
             ) from None
         terminal_id = f"term-{next(self._ids)}-{secrets.token_hex(4)}"
-        terminal = Terminal(terminal_id, session_id, line, process, limit, self.on_activity)
+        terminal = Terminal(
+            terminal_id, session_id, line, process, limit, self.on_activity, self.reads
+        )
         scope = anyio.CancelScope()
         self._terminals[terminal_id] = terminal
         self._scopes[terminal_id] = scope
