@@ -298,7 +298,7 @@ def test_the_secrets_include_the_state_urls_password_the_cluster_key_and_token_d
     digest = hashlib.sha256(b"alice's token").hexdigest()
     settings = _WithClusterKey(
         state="redis://switchboard:Lo9%2Fstate-pw@redis:6379/0",
-        cluster_key="cluster-key-0123456789",
+        cluster_key="cluster-key-0123456789abcdefghijklmnop",
         cluster_key_secret=SecretStr("cluster-key-secret-abcdef"),
         dashboard={"tokens": {"alice": digest}},
     )
@@ -306,7 +306,7 @@ def test_the_secrets_include_the_state_urls_password_the_cluster_key_and_token_d
     for value in (
         "Lo9%2Fstate-pw",
         "Lo9/state-pw",
-        "cluster-key-0123456789",
+        "cluster-key-0123456789abcdefghijklmnop",
         "cluster-key-secret-abcdef",
         digest,
     ):
@@ -320,19 +320,19 @@ def test_a_log_line_loses_the_state_password_the_cluster_key_and_digests(
     digest = hashlib.sha256(b"bob's token").hexdigest()
     settings = _WithClusterKey(
         state="rediss://:state-password-42@cache:6380/0",
-        cluster_key="cluster-key-0123456789",
+        cluster_key="cluster-key-0123456789abcdefghijklmnop",
         dashboard={"tokens": {"bob": digest}},
     )
     out = io.StringIO()
     configure_logging("debug", out, secrets=secret_values(settings))
     said = logging.getLogger("redis.connection")
     said.info("connecting to %s", settings.state)
-    said.info("AUTH default state-password-42 refused; key cluster-key-0123456789")
+    said.info("AUTH default state-password-42 refused; key cluster-key-0123456789abcdefghijklmnop")
     said.warning("dashboard sign-in for bob, digest %s", digest)
     said.debug("postgres://u:other-password@db/x and webhook sha256=%s", "ab" * 20)
     text = out.getvalue()
     assert_nothing_of(
-        ["state-password-42", "cluster-key-0123456789", digest, "other-password"], text
+        ["state-password-42", "cluster-key-0123456789abcdefghijklmnop", digest, "other-password"], text
     )
     assert "ab" * 20 not in text
     lines = [record["msg"] for record in records(text)]
