@@ -147,11 +147,11 @@ async def test_pending_approvals_list_with_their_card_and_replica_on_every_store
 # ---- end to end: a card left by a killed process --------------------------------------------------
 @pytest.fixture
 def env(
-    cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, tmp_path: Path
+    cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, workspace: Path
 ) -> dict[str, str]:
     return cli_env | {
         "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(tmp_path),
+        "SWITCHBOARD_WORKSPACE": str(workspace),  # the state file stays outside it
         "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
         "SWITCHBOARD_TELEGRAM__API_URL": api.url,
         "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
