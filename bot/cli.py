@@ -304,7 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             held.replay()
             _say(str(_as_typed(exc, args)))
             return EXIT_FAILED
-    configure_logging(settings.log_level, secrets=secret_values(settings))
+    configure_logging(
+        settings.log_level,
+        secrets=secret_values(settings),
+        conversation=args.command == "chat",
+    )
     held.replay()
     if args.command in ("run", "chat", "ask", "doctor"):  # they spawn agents: hide our memory
         make_undumpable()
