@@ -365,7 +365,7 @@ NEW = Command("new", "start a fresh agent session for this conversation", handle
 COMPACT = Command(
     "compact", "ask the agent to summarise the conversation to free context", handler=_compact
 )
-AGENTS_COMPACT = Command(COMPACT.name, COMPACT.summary)  # the agent lists /compact: its to answer
+AGENTS_COMPACT = Command(COMPACT.name, COMPACT.summary)  # for an agent listing it: sent on
 STOP = Command(
     "stop", "stop the running reply, drop queued messages and pending approvals", handler=_stop
 )
