@@ -151,9 +151,11 @@ class _ChatOutput:
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         runner = self.runner
-        return await runner.services.approvals.ask(
+        answer = await runner.services.approvals.ask(
             runner.surface, runner.key, self.requester, pending
         )
+        self.progress.permission_answered(pending.request, answer)
+        return answer
 
     async def on_retry(self, error: AcpError, delay: float) -> None:
         self.runner.services.metrics.retried(error)

@@ -19,30 +19,29 @@ import anyio
 
 from acp import (
     AGENT_ERRORS,
-    AcpClient,
-    AcpError,
-    AcpEvent,
     AcpModelUnavailable,
-    AcpPermissionNeeded,
     AcpRuntime,
-    EventKind,
-    PendingPermission,
     RuntimeOpener,
-    RuntimePool,
     RuntimeSpec,
     make_undumpable,
     open_runtime,
 )
 from bot.access import AccessPolicy
-from bot.agent_sessions import FreshSession, agent_plan, client_preparer
 from bot.app import BotApp
-from bot.attachments import FileLimits, prompt_for, take_in
+from bot.ask import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    FirstInterrupt,
+    ask,
+    ignore_from_now,
+    stop_on_signals,
+)
+from bot.ask import say as _say
 from bot.audit import BadSince, as_line, parse_since
 from bot.doctor import run_doctor
 from bot.http_server import HttpServerError
-from bot.ladder import RetryPolicy, run_turn
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
-from bot.notices import refusal_card_text, stop_notice
 from bot.state_location import refuse_state_inside_workspaces
 from bot.store import StoreError, open_store
 from bot.surface_registry import (
@@ -52,16 +51,13 @@ from bot.surface_registry import (
     terminal_surface,
 )
 from config import ConfigError, Settings, load_settings, valid_text
-from surfaces.base import IncomingFile, Surface
+from surfaces.base import Surface
 from surfaces.errors import SurfaceError
 from surfaces.local_files import LocalFileMissing, local_file
 
 log = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 # The agent options and the settings they set: (argparse dest, Settings field, option as typed).
 _AGENT_OPTIONS = (
@@ -183,94 +179,6 @@ def _holding_logs() -> Iterator[_HeldRecords]:
         root.removeHandler(held)
 
 
-def _say(message: str) -> None:
-    print(valid_text(message), file=sys.stderr, flush=True)  # it may quote the agent
-
-
-async def _stop_on_signals(stop: anyio.Event, signals: Sequence[signal.Signals]) -> None:
-    with anyio.open_signal_receiver(*signals) as received:
-        async for _ in received:
-            stop.set()
-            return
-
-
-# ---- ask ------------------------------------------------------------------------------------
-class _AskOutput:
-    """Streams the reply to stdout; nobody can approve tools in a one-shot prompt."""
-
-    def __init__(self) -> None:
-        self.text = ""
-
-    def on_text(self, text: str) -> None:
-        if text:
-            self.text += text
-            sys.stdout.write(text)
-            sys.stdout.flush()
-
-    async def on_event(self, event: AcpEvent) -> None:
-        # only the text is printed, and a line for each file in the reply (a terminal shows no
-        # images): where a linked one is, or that an inline one was not shown
-        file = event.file
-        if event.kind is EventKind.FILE and file is not None:
-            where = file.uri if file.data is None else f"{len(file.data)} bytes, not shown"
-            lead = "" if not self.text or self.text.endswith("\n") else "\n"
-            self.on_text(f"{lead}[file {file.name}: {where}]\n")
-
-    async def on_permission(self, pending: PendingPermission) -> str | None:
-        raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)
-
-    async def on_retry(self, error: AcpError, delay: float) -> None:
-        log.info("%s; retrying in %.1f s", error.kind, delay)
-
-
-async def _ask(settings: Settings, text: str, files: Sequence[IncomingFile] = ()) -> int:
-    install_loop_exception_handler()
-    spec, gate = agent_plan(settings)  # before any spawn: an unroutable gate spawns nothing
-    intake = await take_in([text], [files], FileLimits.of(settings))
-    for refusal in intake.refusals:
-        _say(refusal)
-    if not intake.for_agent:
-        return EXIT_FAILED  # nothing left to ask
-    output = _AskOutput()
-    interrupted = anyio.Event()
-    stats = None
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            await _stop_on_signals(interrupted, (signal.SIGTERM, signal.SIGHUP))
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch)
-        pool: RuntimePool[AcpClient] = RuntimePool(tg, client_preparer(gate, settings))
-        try:
-            source = FreshSession(pool, spec, settings.model)
-            session = await source.session()
-            prompt = await prompt_for(intake, session.prompt_capabilities, spec.workspace)
-            stats = await run_turn(
-                source,
-                prompt,
-                output,
-                policy=RetryPolicy.from_settings(settings.retry),
-                timeout=settings.prompt_timeout,
-            )
-        finally:
-            if output.text and not output.text.endswith("\n"):
-                sys.stdout.write("\n")
-                sys.stdout.flush()
-            await pool.aclose()
-            tg.cancel_scope.cancel()
-    if interrupted.is_set() or stats is None:
-        _say("Stopped; the agent was shut down.")
-        return EXIT_INTERRUPTED
-    if stats.refusal is not None:
-        _say(refusal_card_text(stats.refusal, output.text))
-        return EXIT_FAILED
-    notice = stop_notice(stats)
-    if notice:
-        _say(notice)
-    return EXIT_OK
-
-
 # ---- chat / run -----------------------------------------------------------------------------
 class _AgentStartWatch:
     """Ends `chat` when its agent cannot be started (not found, died or refused at initialize):
@@ -304,7 +212,7 @@ async def _serve(
     try:
         app = BotApp(settings, store, AccessPolicy.from_settings(settings), opener=opener)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+            tg.start_soon(stop_on_signals, stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
             await app.serve(surfaces, stop, http=http)
             tg.cancel_scope.cancel()
     finally:
@@ -396,7 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             held.replay()
             _say(str(_as_typed(exc, args)))
             return EXIT_FAILED
-    configure_logging(settings.log_level, secrets=secret_values(settings))
+    configure_logging(
+        settings.log_level,
+        secrets=secret_values(settings),
+        conversation=args.command == "chat",
+    )
     held.replay()
     if args.command in ("run", "chat", "ask", "doctor"):  # they spawn agents: hide our memory
         make_undumpable()
@@ -412,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except LocalFileMissing as exc:
                 _say(str(exc))
                 return EXIT_FAILED
-            return anyio.run(_ask, settings, text, files, backend="asyncio")
+            interrupt = FirstInterrupt()
+            interrupt.install()  # kept to the end of the process (see bot/ask.py)
+            return anyio.run(ask, settings, text, files, interrupt, backend="asyncio")
         if args.command == "chat":
             return anyio.run(_chat, settings, backend="asyncio")
         if args.command == "doctor":
@@ -451,4 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    ignore_from_now()
+    sys.exit(code)

@@ -2,8 +2,8 @@
 adding a command is adding a row. Each surface declares its spellings (`command_prefixes` in its
 capabilities; Slack and Discord add "!", since slash commands do not reach bots in Slack threads
 and a bare "/" opens Discord's picker); help text and platform command menus are generated from
-the table. A row without a handler (/compact) is the agent's to answer: it is sent on as prompt
-text. Anything else that starts with a prefix is passed to the agent as typed, so agent-side
+the table. /compact is the agent's, sent on only to an agent that lists it (bot/agent_commands.py).
+Anything else that starts with a prefix is passed to the agent as typed, so agent-side
 slash commands keep working; a doubled prefix (`//status`, `!!status`) is always the agent's,
 sent on as `/status`, so an agent command named like one of ours stays reachable."""
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from acp import AGENT_ERRORS
 from bot.access import Role
+from bot.agent_commands import compact, learn_agent_commands, mode_label, model_label
 from bot.agent_sessions import AgentTarget
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
@@ -66,7 +67,7 @@ async def _status(runner: ChatRunner, args: str) -> str:
     target = await runner.sessions.target()
     spec = target.spec
     if session is not None:
-        model = session.model or "not reported by the agent"
+        model = model_label(session.state) or "not reported by the agent"
     else:
         binding = await services.store.get_binding(runner.key)
         model = (binding.model if binding else "") or target.agent.model
@@ -82,7 +83,7 @@ async def _status(runner: ChatRunner, args: str) -> str:
     ]
     state = session.state if session is not None else None
     if state is not None and state.mode:
-        lines.append(f"Mode: {state.mode}")
+        lines.append(f"Mode: {mode_label(state)}")
     if state is not None and state.title:
         lines.append(f"Title: {state.title}")
     if runner.running:
@@ -272,7 +273,16 @@ async def _agent(runner: ChatRunner, wanted: str) -> str:
 
 
 async def _help(runner: ChatRunner, args: str) -> str:
+    if not runner.agent_commands:  # none known yet: the agent lists them once a session opens
+        try:
+            await learn_agent_commands(runner)
+        except AGENT_ERRORS:
+            pass  # ours are listed all the same; the next message tells why the agent failed
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
+
+
+async def _compact(runner: ChatRunner, args: str) -> str:
+    return await compact(runner, args, asker())
 
 
 # ---- /sessions and /resume (bot/session_history.py) --------------------------------------------
@@ -352,7 +362,10 @@ async def _resume(runner: ChatRunner, wanted: str) -> str:
 
 
 NEW = Command("new", "start a fresh agent session for this conversation", handler=_new)
-COMPACT = Command("compact", "ask the agent to summarise the conversation to free context")
+COMPACT = Command(
+    "compact", "ask the agent to summarise the conversation to free context", handler=_compact
+)
+AGENTS_COMPACT = Command(COMPACT.name, COMPACT.summary)  # for an agent listing it: sent on
 STOP = Command(
     "stop", "stop the running reply, drop queued messages and pending approvals", handler=_stop
 )
@@ -416,6 +429,8 @@ def parse_command(
                 return None
             args = (match.group(2) or "").strip()
             command = _BY_NAME.get(match.group(1).lower())
+            if command is COMPACT and any(n.lower() == COMPACT.name for n in agent_commands):
+                command = AGENTS_COMPACT  # sent on as typed
             if command is None:
                 if prefix != "/" and match.group(1) in agent_commands:
                     return ParsedCommand(Command(match.group(1), "the agent's own command"), args)
@@ -454,7 +469,7 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
         ours = _BY_NAME.get(name.lower())
         if ours is None:  # in the surface's spelling (Slack turns `!name` into `/name`)
             shown.append(f"{prefix}{name}")
-        elif ours.handler is not None:  # ours answers /name: the agent's is reached doubled
+        elif ours is not COMPACT:  # ours answers /name: the agent's is reached doubled
             shown.append(f"{prefix}{prefix}{name}")
     if shown:
         lines.append("The agent also understands: " + ", ".join(shown))

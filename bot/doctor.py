@@ -4,6 +4,7 @@ writable; does each configured surface have a plausible token. No platform is co
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,10 @@ from acp import (
     AcpRuntime,
     AcpRuntimeDead,
     AcpRuntimeError,
+    AcpSession,
+    AcpToolGateUnroutable,
+    GatePlan,
+    RuntimeSpec,
     describe_cpu_limits,
     open_runtime,
     resolve_executable,
@@ -39,7 +44,9 @@ class Check:
     detail: str
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.what}: {self.detail}"
+        """One line, whatever the detail quotes (an agent's instruction may span several)."""
+        detail = " ".join(self.detail.split())
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.what}: {detail}"
 
 
 async def _project_checks(settings: Settings) -> list[Check]:
@@ -72,36 +79,98 @@ def _workspace_check(workspace: Path, label: str) -> Check:
 async def _agent_checks(
     settings: Settings, project: Project, agent: AgentChoice, label: str
 ) -> list[Check]:
+    """Found, starts, tool gate, signed in. A gate that refuses the agent is its own failed
+    check; the agent is then still started (ungated, and asked nothing) so that the checks
+    after it are told too."""
+    refused: list[Check] = []
     try:
-        spec, gate = agent_plan(settings, project, agent)
+        try:
+            spec, gate = agent_plan(settings, project, agent)
+        except AcpToolGateUnroutable as exc:  # decided from the command line, before a spawn
+            refused.append(Check(False, f"{label}tool gate", str(exc)))
+            spec, _ = _ungated_plan(settings, project, agent)
+            gate = UNGATED
         argv = resolve_executable(spec.argv, spec.env)
     except (ConfigError, *AGENT_ERRORS) as exc:
-        return [Check(False, f"{label}agent", str(exc))]
+        return [*refused, Check(False, f"{label}agent", str(exc))]
     checks = [Check(True, f"{label}agent found", argv[0])]
+    started = await _session_checks(settings, spec, gate, agent, label)
+    if started.gate_refusal is not None:  # refused once the agent said what it offers
+        refused.append(Check(False, f"{label}tool gate", str(started.gate_refusal)))
+        started = await _session_checks(settings, spec, UNGATED, agent, label)
+    if not refused and started.gate_line is not None:
+        refused.append(started.gate_line)
+    return [*checks, *started.checks[:1], *refused, *started.checks[1:]]
+
+
+# The plan the checks after a refused gate run with: nothing is prompted, so nothing can run.
+UNGATED = GatePlan(enforced=False)
+
+
+def _ungated_plan(
+    settings: Settings, project: Project, agent: AgentChoice
+) -> tuple[RuntimeSpec, GatePlan]:
+    """The agent's runtime as `agent_plan` builds it, for a gate it refused; the warning that
+    allowing ungated tools logs is not this check's to print."""
+    quiet = settings.model_copy(update={"allow_ungated_tools": True})
+    gate_log = logging.getLogger("acp.tool_gate")  # where acp warns of ungated tools
+    level = gate_log.level
+    gate_log.setLevel(logging.ERROR)
+    try:
+        return agent_plan(quiet, project, agent)
+    finally:
+        gate_log.setLevel(level)
+
+
+@dataclass(slots=True)
+class _Started:
+    checks: list[Check]  # "agent starts", then "agent signed in" when it got that far
+    gate_line: Check | None = None  # how the gate holds, when the session opened
+    gate_refusal: AcpToolGateUnroutable | None = None
+
+
+async def _session_checks(
+    settings: Settings, spec: RuntimeSpec, gate: GatePlan, agent: AgentChoice, label: str
+) -> _Started:
+    started = _Started([])
     try:
         with anyio.fail_after(settings.initialize_timeout + settings.request_timeout + 10):
             async with open_runtime(spec) as runtime:
                 client = AcpClient(runtime, gate=gate)
                 await client.handshake()
-                checks.append(
-                    Check(
-                        True,
-                        f"{label}agent starts",
-                        f"initialize answered by {_answered_by(runtime)}",
-                    )
+                by = _answered_by(runtime)
+                started.checks.append(
+                    Check(True, f"{label}agent starts", f"initialize answered by {by}")
                 )
-                session = await client.open_session(model=agent.model)
+                try:
+                    session = await client.open_session(model=agent.model)
+                except AcpToolGateUnroutable as exc:
+                    started.gate_refusal = exc
+                    return started
+                if gate is not UNGATED:
+                    started.gate_line = Check(True, f"{label}tool gate", _gated(session, gate))
                 if runtime.auth_status == "none":
                     raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
                 session.close()
-                checks.append(Check(True, f"{label}agent signed in", "a session opened"))
+                started.checks.append(Check(True, f"{label}agent signed in", "a session opened"))
     except AcpAuthRequired as exc:
-        checks.append(Check(False, f"{label}agent signed in", str(exc)))
+        started.checks.append(Check(False, f"{label}agent signed in", str(exc)))
     except TimeoutError:
-        checks.append(Check(False, f"{label}agent starts", "the agent did not answer in time"))
+        started.checks.append(
+            Check(False, f"{label}agent starts", "the agent did not answer in time")
+        )
     except AGENT_ERRORS as exc:
-        checks.append(Check(False, f"{label}agent starts", _start_failure(exc)))
-    return checks
+        started.checks.append(Check(False, f"{label}agent starts", _start_failure(exc)))
+    return started
+
+
+def _gated(session: AcpSession, gate: GatePlan) -> str:
+    if not gate.enforced or not session.gated:
+        return "off: SWITCHBOARD_ALLOW_UNGATED_TOOLS is set, so tools may run unapproved"
+    mode = session.state.mode
+    if gate.needs_mode and mode:
+        return f"the agent asks before tools (mode {mode})"
+    return "the agent asks before tools (its command line)"
 
 
 def _start_failure(exc: AcpError | AcpRuntimeError) -> str:

@@ -158,11 +158,19 @@ class _JsonLineFormatter(logging.Formatter):
 
 
 def configure_logging(
-    level: str, stream: TextIO | None = None, secrets: Iterable[str] = ()
+    level: str,
+    stream: TextIO | None = None,
+    secrets: Iterable[str] = (),
+    *,
+    conversation: bool = False,
 ) -> None:
     """JSON lines on `stream` (stderr) at `level`, every record redacted of `secrets` and of
-    anything token-shaped."""
+    anything token-shaped. With `conversation` (`switchboard chat`, whose terminal is the
+    conversation) nothing below `level` is written, not even the audit channel's info lines
+    (they are still kept in the state store, for `switchboard audit`)."""
     handler = logging.StreamHandler(stream or sys.stderr)
+    if conversation:
+        handler.setLevel(level.upper())
     handler.addFilter(RedactingFilter(Redactor(secrets)))
     handler.setFormatter(_JsonLineFormatter())
     root = logging.getLogger()

@@ -7,13 +7,15 @@ block: a header ("working", "still working (2 min)"), a compact checklist of the
 few tool calls, newest last. Everything the agent said is hostile and unbounded, so every line is
 one line, shortened, and the block has a fixed number of lines at most.
 
-`tool_summary()` is what the final message keeps: "Tools: 2 reads, 1 edit, 3 commands"."""
+`tool_summary()` is what the final message keeps: "Tools: 2 reads, 1 edit, 3 commands". It counts
+the tools that ran: a call whose permission request was answered with a reject option, or
+cancelled, did not (`permission_answered`)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from acp import AcpEvent, EventKind, PlanEntry, ToolCall
+from acp import AcpEvent, EventKind, PermissionRequest, PlanEntry, ToolCall
 from surfaces.text import ellipsize
 
 __all__ = ["TICK_INTERVAL", "TurnProgress", "elapsed_label"]
@@ -73,6 +75,7 @@ class TurnProgress:
         self.tools: OrderedDict[str, ToolCall] = OrderedDict()
         self._counted: set[str] = set()
         self._extra_calls = 0  # calls past TOOLS_KEPT, shown as "earlier"
+        self._rejected: set[str] = set()  # ids of calls a person (or a timeout) did not allow
         self.terminal = ""
         self.note = ""  # e.g. a retry
 
@@ -101,6 +104,15 @@ class TurnProgress:
         if tool.tool_call_id not in self._counted and len(self._counted) < 10 * TOOLS_KEPT:
             self._counted.add(tool.tool_call_id)
         self.note = ""  # the agent works again: a retry is over
+
+    def permission_answered(self, request: PermissionRequest, option_id: str | None) -> None:
+        """The answer to a permission request: a reject option or none (cancelled) means the
+        tool did not run, so the summary leaves it out."""
+        chosen = next((o for o in request.options if o.option_id == option_id), None)
+        if (chosen is None or chosen.kind.startswith("reject")) and len(self._rejected) < (
+            10 * TOOLS_KEPT
+        ):
+            self._rejected.add(request.tool.tool_call_id)
 
     def retrying(self) -> None:
         self.note = "a temporary error; retrying"
@@ -148,6 +160,8 @@ class TurnProgress:
         """ "Tools: 2 reads, 1 edit, 3 commands" ("" when the turn used none)."""
         counts: OrderedDict[tuple[str, str], int] = OrderedDict()
         for call in self.tools.values():
+            if call.tool_call_id in self._rejected:
+                continue
             words = _KIND_WORDS.get(call.kind, _OTHER)
             counts[words] = counts.get(words, 0) + 1
         if self._extra_calls:

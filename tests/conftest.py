@@ -89,6 +89,18 @@ STUBBORN = script({"ignore_cancel": True}, {"chunk": "stuck "}, {"hang": True})
 STUBBORN_OPTS = ("--fork-child", "--ignore-stdin-eof", "--ignore-sigterm")
 
 
+def lists_commands(*commands: tuple[str, str]) -> tuple[str, str]:
+    """Fake-agent options: right after session/new it lists these (name, description) commands,
+    as agents do in an `available_commands_update`."""
+    listed = [{"name": name, "description": about} for name, about in commands]
+    update = {"sessionUpdate": "available_commands_update", "availableCommands": listed}
+    return ("--after-new", json.dumps([{"method": "session/update", "params": {"update": update}}]))
+
+
+# An agent that has a /compact command of its own (/compact is sent on only to such an agent).
+LISTS_COMPACT = lists_commands(("compact", "compact the context"))
+
+
 def production_graces(env: dict[str, str]) -> dict[str, str]:
     """The environment without the fast test graces: the defaults are what is promised."""
     return {

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import (
+    LISTS_COMPACT,
     STUBBORN,
     STUBBORN_OPTS,
     CliResult,
@@ -271,7 +272,7 @@ def test_new_drops_the_binding_so_a_restart_does_not_resume_the_old_session(chat
 
 
 def test_compact_goes_to_the_agent_as_the_prompt_text_compact(chat, fake_agent):
-    result = chat(fake_agent, ["hello", "/compact"])
+    result = chat(fake_agent, ["hello", "/compact"], agent_opts=LISTS_COMPACT)
     assert result.returncode == 0, result.stderr
     assert prompts(fake_agent) == ["hello", "/compact"]
     assert result.stdout.endswith("Echo: /compact\n")

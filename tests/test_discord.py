@@ -34,7 +34,7 @@ from surfaces.discord.convert import (
 from surfaces.discord.spending import EDIT, NEW_MESSAGE, Spending
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.pacing import GlobalBudget
-from tests.conftest import FakeAgent, script
+from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.discord_api import COMPONENT, FakeDiscord, Guild, User
 
@@ -81,12 +81,14 @@ async def discord_bot(
     world: World,
     *,
     min_edit_interval: float = 0.1,
+    agent_options: tuple[str, ...] = (),
     **discord: Any,
 ) -> AsyncIterator[tuple[BotApp, DiscordSurface]]:
     fake = world.fake
     settings = engine_settings(
         tmp_path,
         fake_agent,
+        *agent_options,
         discord={
             "token": fake.token,
             "api_url": fake.api_url,
@@ -174,7 +176,7 @@ async def test_bang_compact_and_the_compact_slash_command_both_reach_the_agent_a
     tmp_path: Path, fake_agent: FakeAgent, world: World
 ) -> None:
     fake, dm = world.fake, world.dm_of(world.alice)
-    async with discord_bot(tmp_path, fake_agent, world) as (app, _):
+    async with discord_bot(tmp_path, fake_agent, world, agent_options=LISTS_COMPACT) as (app, _):
         fake.dm(world.alice, "!compact")
         await wait_for(lambda: shown(fake, dm) == ["Echo: /compact"], "the typed command's reply")
         await wait_for(idle(app, dm), "the end of that turn")
@@ -193,7 +195,7 @@ async def test_a_slash_command_during_a_turn_is_answered_with_the_receipt_and_ru
     tmp_path: Path, fake_agent: FakeAgent, world: World
 ) -> None:
     fake, dm = world.fake, world.dm_of(world.alice)
-    async with discord_bot(tmp_path, fake_agent, world):
+    async with discord_bot(tmp_path, fake_agent, world, agent_options=LISTS_COMPACT):
         fake.dm(world.alice, script({"chunk": "long "}, {"sleep": 1.0}, {"chunk": "turn"}))
         await wait_for(lambda: any("long" in t for t in shown(fake, dm)), "the first turn")
         interaction = fake.slash(world.alice, "compact", channel_id=dm)

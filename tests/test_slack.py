@@ -25,7 +25,7 @@ from surfaces.base import ConversationKey
 from surfaces.slack import create_surface
 from surfaces.slack.adapter import SlackSurface
 from surfaces.slack.convert import message_from_event, press_from_payload, render
-from tests.conftest import FakeAgent, script
+from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -231,7 +231,7 @@ async def test_a_channel_mention_is_answered_in_its_thread_which_is_one_conversa
 async def test_bang_compact_and_typed_slash_compact_reach_the_agent_as_slash_compact(
     tmp_path: Path, fake_agent: FakeAgent, mode: str
 ) -> None:
-    async with slack_bot(tmp_path, fake_agent, mode) as env:
+    async with slack_bot(tmp_path, fake_agent, mode, *LISTS_COMPACT) as env:
         await env.dm(ALICE, "!compact")
         await env.answered(DMS[ALICE], "", "Echo: /compact")
         thread = await env.mention(BOB, "/compact")

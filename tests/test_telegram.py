@@ -30,7 +30,7 @@ from surfaces.telegram.convert import (
     markdown_to_html,
     strip_mention,
 )
-from tests.conftest import FakeAgent, script
+from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import running_app, wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
 
@@ -228,7 +228,7 @@ async def test_every_command_works_in_a_dm_and_with_the_bot_name_in_a_group(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
 ) -> None:
     topic = api.add_topic(GROUP, ALICE)
-    settings = settings_for(tmp_path, fake_agent, api, "--models", "small,large")
+    settings = settings_for(tmp_path, fake_agent, api, "--models", "small,large", *LISTS_COMPACT)
     async with serving(settings):
         for text in ("/help", "/status", "/model", "/model large", "/stop", "/new", "/compact"):
             api.dm(ALICE, text)
