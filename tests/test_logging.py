@@ -332,7 +332,8 @@ def test_a_log_line_loses_the_state_password_the_cluster_key_and_digests(
     said.debug("postgres://u:other-password@db/x and webhook sha256=%s", "ab" * 20)
     text = out.getvalue()
     assert_nothing_of(
-        ["state-password-42", "cluster-key-0123456789abcdefghijklmnop", digest, "other-password"], text
+        ["state-password-42", "cluster-key-0123456789abcdefghijklmnop", digest, "other-password"],
+        text,
     )
     assert "ab" * 20 not in text
     lines = [record["msg"] for record in records(text)]
