@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from acp._dispatch import parse_permission_request
 from acp._turn import PromptTurn, drain_notifications
-from acp.backends import Backend
+from acp.backends import Backend, speaks_our_version
 from acp.client import (
     AcpAuthRequired,
     AcpError,
@@ -33,8 +35,9 @@ from acp.client import (
 from acp.client_methods import method_not_found
 from acp.content import PromptContent
 from acp.runtime import AcpRuntime
-from acp.session_handle import AcpRuntimeDead, RpcReply
+from acp.session_handle import AcpRuntimeDead, AcpRuntimeError, RpcReply
 from acp.session_list import walk_pages
+from acp.session_resume import KnownModes
 from acp.session_state import SessionState
 from acp.tool_gate import (
     GatePlan,
@@ -290,6 +293,10 @@ class AcpClient:
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         # A session of this agent was put in its asking mode: a released one taken up again is.
         self.gated = False
+        # The modes each session's answers offered: a resumed session's answer may omit them.
+        self.known_modes = KnownModes()
+        # Sessions whose session/close is on its way: taking one up again waits for it.
+        self._closing: dict[str, anyio.Event] = {}
         self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
         self._other_notifications = runtime.handle.on_notification
         runtime.handle.on_request = self._on_agent_request
@@ -383,7 +390,7 @@ class AcpClient:
                 raise AcpProtocolMismatch(self.agent, ours, None, " ".join(said.split()))
         result = self._raise_for(reply)
         theirs = result.get("protocolVersion")
-        if theirs != ours or type(theirs) is not type(ours):
+        if not speaks_our_version(theirs):
             raise AcpProtocolMismatch(self.agent, ours, theirs)
 
     async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
@@ -400,6 +407,29 @@ class AcpClient:
                 kind="protocol",
             )
         return await self._adopt(session_id, result, model)
+
+    @property
+    def can_resume(self) -> bool:
+        """The agent takes a stored session up again (session/resume or session/load)."""
+        caps = self.session_capabilities
+        return caps.resume or caps.load
+
+    async def resume_session(
+        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
+    ) -> AcpSession:
+        """Take a stored session up again: session/resume when the agent advertises it (no
+        history replay), else session/load. A session/close still on its way for the id is
+        waited for first, so the agent never closes what it just resumed."""
+        closing = self._closing.get(session_id)
+        if closing is not None:
+            await closing.wait()
+        if not self.session_capabilities.resume:
+            return await self.load_session(session_id, cwd=cwd, timeout=timeout)
+        workspace = (cwd or self.runtime.workspace).resolve()
+        self.runtime.check_workspace(workspace)
+        params = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        result = self._raise_for(await self.runtime.call("session/resume", params))
+        return await self._adopt(session_id, result, "", resumed=True)
 
     async def load_session(
         self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
@@ -423,7 +453,37 @@ class AcpClient:
             observe=state.apply,
         )
         result = self._raise_for(reply)
-        return await self._adopt(session_id, result, "", state)
+        return await self._adopt(session_id, result, "", state, resumed=True)
+
+    def start_closing(self, session_id: str) -> Callable[[], Coroutine[Any, Any, None]]:
+        """Let go of the session for good: our objects at once (open or released); the
+        returned coroutine function sends session/close when the agent advertises it (await
+        it, or hand it to a task). A failure is logged: leaving never fails."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.close()
+        self.released.pop(session_id, None)
+        self.known_modes.forget(session_id)
+        done = self._closing[session_id] = anyio.Event()
+
+        async def send() -> None:
+            try:
+                if self.session_capabilities.close and self.runtime.handle.dead is None:
+                    reply = await self.runtime.call("session/close", {"sessionId": session_id})
+                    if reply.error is not None:
+                        log.info("the agent did not close session %s: %s", session_id, reply.error)
+            except AcpRuntimeError as exc:
+                log.info("session %s was not closed: %s", session_id, exc)
+            finally:
+                done.set()
+                if self._closing.get(session_id) is done:
+                    del self._closing[session_id]
+
+        return send
+
+    async def close_session(self, session_id: str) -> None:
+        """`start_closing`, awaited."""
+        await self.start_closing(session_id)()
 
     def remember_released(self, session_id: str, record: _Released) -> None:
         self.released[session_id] = self._shapes.setdefault(record, record)
@@ -470,14 +530,19 @@ class AcpClient:
         result: dict[str, Any],
         model: str,
         state: SessionState | None = None,
+        *,
+        resumed: bool = False,
     ) -> AcpSession:
         session = AcpSession.from_result(self, session_id, result, state)
         self.sessions[session_id] = session
+        if resumed:  # its answer may leave the modes out: the ones known for it stand in
+            result = self.known_modes.fill(session_id, result, session.state, self.gate)
         try:
             await self._apply_gate(session, result)
         except AcpToolGateUnroutable:
             session.close()
             raise
+        self.known_modes.remember(session_id, result)
         if model and model != session.model:
             await session.set_model(model)
         return session
