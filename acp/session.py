@@ -39,6 +39,7 @@ from acp.session_handle import AcpRuntimeDead, AcpRuntimeError, RpcReply
 from acp.session_list import walk_pages
 from acp.session_resume import KnownModes
 from acp.session_state import SessionState
+from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
 from acp.tool_gate import (
     GatePlan,
     ToolGateUnroutable,
@@ -223,6 +224,7 @@ class AcpSession:
             fresh_session=self.turns == 0,
             partial_output=partial_output,
             sign_in=self.client.sign_in,
+            agent=self.client.agent_name,
         )
 
     async def cancel(self) -> None:
@@ -362,18 +364,34 @@ class AcpClient:
     def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
         if reply.error is not None:
             raise _acp_error_from(
-                reply.error, backend=self.backend, fresh_session=True, sign_in=self.sign_in
+                reply.error,
+                backend=self.backend,
+                fresh_session=True,
+                sign_in=self.sign_in,
+                agent=self.agent_name,
             )
         return reply.result if isinstance(reply.result, dict) else {}
 
     @property
     def sign_in(self) -> str:
-        """How to sign the agent in: a preset's own step (it names the command and the keys,
-        which agents' `authMethods` names such as "Use an API key" do not); for any other agent
-        its `authMethods` in its own words, when it gave any."""
+        """How to sign the agent in: the exact command of a terminal sign-in it offers, then a
+        preset's own step (it names the command and the keys, which agents' `authMethods`
+        names such as "Use an API key" do not); for any other agent its other `authMethods`
+        in its own words, when it gave any."""
+        methods = self.runtime.auth_methods
+        terminal = terminal_sign_in(methods, self.runtime.spec.argv)
         if self.backend.name != "generic":
-            return self.backend.sign_in
-        return sign_in_advice(self.runtime.auth_methods, self.backend.sign_in)
+            other = self.backend.sign_in
+        else:
+            other = sign_in_advice(
+                without_terminal(methods), "" if terminal else self.backend.sign_in
+            )
+        return "; or ".join(step for step in (terminal, other) if step)
+
+    @property
+    def agent_name(self) -> str:
+        """The agent as it names itself in `agentInfo`, else the preset's label."""
+        return agent_display_name(self.runtime.agent_info, self.backend.label)
 
     async def handshake(self) -> None:
         try:

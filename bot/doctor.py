@@ -92,7 +92,7 @@ async def _agent_checks(
                 )
                 session = await client.open_session(model=agent.model)
                 if runtime.auth_status == "none":
-                    raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
+                    raise AcpAuthRequired(client.agent_name, client.sign_in)
                 session.close()
                 checks.append(Check(True, f"{label}agent signed in", "a session opened"))
     except AcpAuthRequired as exc:
