@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from acp import (
@@ -382,3 +383,24 @@ async def test_a_client_sees_the_agents_name_for_its_sentences(
             client = AcpClient(runtime, gate=GatePlan(enforced=False))
             await client.handshake()
             assert client.agent_name == "fake-agent"
+
+
+async def test_a_session_resumed_while_its_close_is_on_its_way_is_closed_first(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    spec = agent_spec(
+        fake_agent, workspace, "--session-resume", "--session-close", dialect="generic"
+    )
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec) as client:
+            session_id = (await client.open_session()).session_id
+            send_close = client.start_closing(session_id)  # as an idle release does
+            assert session_id not in client.sessions and session_id not in client.released
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.resume_session, session_id)
+                await anyio.lowlevel.checkpoint()  # the resume is waiting for the close
+                assert not fake_agent.frames_in("session/resume")
+                await send_close()
+            assert session_id in client.sessions
+    methods = [f.get("method") for f in fake_agent.frames_in() if "method" in f]
+    assert methods.index("session/close") < methods.index("session/resume")
