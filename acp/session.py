@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,9 @@ from acp.client import (
 from acp.client_methods import method_not_found
 from acp.content import PromptContent
 from acp.runtime import AcpRuntime
-from acp.session_handle import AcpRuntimeDead, AcpRuntimeError, RpcReply
+from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
-from acp.session_resume import KnownModes
+from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
 from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
 from acp.tool_gate import (
@@ -280,8 +280,9 @@ class AcpSession:
         )
 
 
-class AcpClient:
-    """Sessions on one running agent process."""
+class AcpClient(SessionResumption):
+    """Sessions on one running agent process (taking stored ones up again and letting them go:
+    `SessionResumption`)."""
 
     def __init__(
         self, runtime: AcpRuntime, *, gate: GatePlan | None = None, cancel_grace: float = 10.0
@@ -425,83 +426,6 @@ class AcpClient:
                 kind="protocol",
             )
         return await self._adopt(session_id, result, model)
-
-    @property
-    def can_resume(self) -> bool:
-        """The agent takes a stored session up again (session/resume or session/load)."""
-        caps = self.session_capabilities
-        return caps.resume or caps.load
-
-    async def resume_session(
-        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
-    ) -> AcpSession:
-        """Take a stored session up again: session/resume when the agent advertises it (no
-        history replay), else session/load. A session/close still on its way for the id is
-        waited for first, so the agent never closes what it just resumed."""
-        closing = self._closing.get(session_id)
-        if closing is not None:
-            await closing.wait()
-        if not self.session_capabilities.resume:
-            return await self.load_session(session_id, cwd=cwd, timeout=timeout)
-        workspace = (cwd or self.runtime.workspace).resolve()
-        self.runtime.check_workspace(workspace)
-        params = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-        result = self._raise_for(await self.runtime.call("session/resume", params))
-        return await self._adopt(session_id, result, "", resumed=True)
-
-    async def load_session(
-        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
-    ) -> AcpSession:
-        """Resume a stored session. The agent replays the history first: it is not shown, but
-        the state it sends meanwhile is kept. The model is the agent's: a caller restoring one
-        sets it afterwards, and only one the agent says it offers."""
-        workspace = (cwd or self.runtime.workspace).resolve()
-        self.runtime.check_workspace(workspace)
-        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-        if self.backend.kiro_session_meta:
-            session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
-            params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
-        state = SessionState(self.backend)
-        reply = await PromptTurn.load(
-            self.runtime.handle,
-            session_id,
-            params,
-            idle_timeout=self.runtime.spec.request_timeout,
-            hard_timeout=timeout,
-            observe=state.apply,
-        )
-        result = self._raise_for(reply)
-        return await self._adopt(session_id, result, "", state, resumed=True)
-
-    def start_closing(self, session_id: str) -> Callable[[], Coroutine[Any, Any, None]]:
-        """Let go of the session for good: our objects at once (open or released); the
-        returned coroutine function sends session/close when the agent advertises it (await
-        it, or hand it to a task). A failure is logged: leaving never fails."""
-        session = self.sessions.get(session_id)
-        if session is not None:
-            session.close()
-        self.released.pop(session_id, None)
-        self.known_modes.forget(session_id)
-        done = self._closing[session_id] = anyio.Event()
-
-        async def send() -> None:
-            try:
-                if self.session_capabilities.close and self.runtime.handle.dead is None:
-                    reply = await self.runtime.call("session/close", {"sessionId": session_id})
-                    if reply.error is not None:
-                        log.info("the agent did not close session %s: %s", session_id, reply.error)
-            except AcpRuntimeError as exc:
-                log.info("session %s was not closed: %s", session_id, exc)
-            finally:
-                done.set()
-                if self._closing.get(session_id) is done:
-                    del self._closing[session_id]
-
-        return send
-
-    async def close_session(self, session_id: str) -> None:
-        """`start_closing`, awaited."""
-        await self.start_closing(session_id)()
 
     def remember_released(self, session_id: str, record: _Released) -> None:
         self.released[session_id] = self._shapes.setdefault(record, record)

@@ -1,21 +1,41 @@
-"""What taking a stored session up again needs beyond the wire call: the modes of a session
-whose `session/load` / `session/resume` answer leaves them out.
+"""Taking a stored session up again and letting one go, as ACP v1 has it (`SessionResumption`,
+the part of `AcpClient` that does it): `session/resume` when the agent advertises it (no
+history replay), else `session/load`; `session/close` when advertised, with a session taken up
+again while its close is on its way waiting for the close first.
+
+And what a resume needs beyond the wire call: the modes of a session whose answer leaves them
+out (`KnownModes`).
 
 The spec lets those answers omit `modes` and `configOptions` (`{}` is a valid answer), but the
 tool gate decides from them. So the gate-relevant part of every session answer the gate read is
 kept here, per session id, in memory: a resumed session's gate is decided from what its own
 earlier answer said (or what its notifications said during the replay), and the asking mode is
 set again and its success accepted, rather than the session being thrown away. Nothing here
-talks to the agent."""
+talks to the agent but `SessionResumption`."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
+
+from acp._turn import PromptTurn
+from acp.backends import Backend
+from acp.session_handle import AcpRuntimeError, RpcReply
 from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, advertised_modes
+from acp.types import SessionCapabilities
+
+if TYPE_CHECKING:
+    from acp.runtime import AcpRuntime
+    from acp.session import AcpSession
+
+log = logging.getLogger(__name__)
 
 # Sessions whose modes are remembered (the most recently used ones); distinct shapes are
 # shared, so a remembered session costs its id and a dictionary slot.
@@ -125,3 +145,118 @@ class KnownModes:
                 *(option for option in known["configOptions"] if option.get("id") not in ids),
             ]
         return filled
+
+
+class _Client(Protocol):
+    """What `SessionResumption` uses of the `AcpClient` it is part of."""
+
+    runtime: AcpRuntime
+    sessions: dict[str, AcpSession]
+    released: dict[str, Any]
+    known_modes: KnownModes
+    _closing: dict[str, anyio.Event]
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def session_capabilities(self) -> SessionCapabilities: ...
+
+    def _raise_for(self, reply: RpcReply) -> dict[str, Any]: ...
+
+    async def _adopt(
+        self,
+        session_id: str,
+        result: dict[str, Any],
+        model: str,
+        state: SessionState | None = None,
+        *,
+        resumed: bool = False,
+    ) -> AcpSession: ...
+
+    async def load_session(
+        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
+    ) -> AcpSession: ...
+
+    def start_closing(self, session_id: str) -> Callable[[], Coroutine[Any, Any, None]]: ...
+
+
+class SessionResumption:
+    """`AcpClient`'s resume and close."""
+
+    @property
+    def can_resume(self: _Client) -> bool:
+        """The agent takes a stored session up again (session/resume or session/load)."""
+        caps = self.session_capabilities
+        return caps.resume or caps.load
+
+    async def resume_session(
+        self: _Client, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
+    ) -> AcpSession:
+        """Take a stored session up again: session/resume when the agent advertises it (no
+        history replay), else session/load. A session/close still on its way for the id is
+        waited for first, so the agent never closes what it just resumed."""
+        closing = self._closing.get(session_id)
+        if closing is not None:
+            await closing.wait()
+        if not self.session_capabilities.resume:
+            return await self.load_session(session_id, cwd=cwd, timeout=timeout)
+        workspace = (cwd or self.runtime.workspace).resolve()
+        self.runtime.check_workspace(workspace)
+        params = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        result = self._raise_for(await self.runtime.call("session/resume", params))
+        return await self._adopt(session_id, result, "", resumed=True)
+
+    async def load_session(
+        self: _Client, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
+    ) -> AcpSession:
+        """Resume a stored session. The agent replays the history first: it is not shown, but
+        the state it sends meanwhile is kept. The model is the agent's: a caller restoring one
+        sets it afterwards, and only one the agent says it offers."""
+        workspace = (cwd or self.runtime.workspace).resolve()
+        self.runtime.check_workspace(workspace)
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+        if self.backend.kiro_session_meta:
+            session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
+            params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
+        state = SessionState(self.backend)
+        reply = await PromptTurn.load(
+            self.runtime.handle,
+            session_id,
+            params,
+            idle_timeout=self.runtime.spec.request_timeout,
+            hard_timeout=timeout,
+            observe=state.apply,
+        )
+        result = self._raise_for(reply)
+        return await self._adopt(session_id, result, "", state, resumed=True)
+
+    def start_closing(self: _Client, session_id: str) -> Callable[[], Coroutine[Any, Any, None]]:
+        """Let go of the session for good: our objects at once (open or released); the
+        returned coroutine function sends session/close when the agent advertises it (await
+        it, or hand it to a task). A failure is logged: leaving never fails."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.close()
+        self.released.pop(session_id, None)
+        self.known_modes.forget(session_id)
+        done = self._closing[session_id] = anyio.Event()
+
+        async def send() -> None:
+            try:
+                if self.session_capabilities.close and self.runtime.handle.dead is None:
+                    reply = await self.runtime.call("session/close", {"sessionId": session_id})
+                    if reply.error is not None:
+                        log.info("the agent did not close session %s: %s", session_id, reply.error)
+            except AcpRuntimeError as exc:
+                log.info("session %s was not closed: %s", session_id, exc)
+            finally:
+                done.set()
+                if self._closing.get(session_id) is done:
+                    del self._closing[session_id]
+
+        return send
+
+    async def close_session(self: _Client, session_id: str) -> None:
+        """`start_closing`, awaited."""
+        await self.start_closing(session_id)()
