@@ -77,6 +77,16 @@ GENERIC = Backend(
     gate_route=GateRoute.ADVERTISED,
 )
 
+# Every form of the one ACP version Switchboard speaks (v1): the integer, and the date string
+# the kiro preset sends for it. An agent answering any of them speaks our version.
+ACP_V1_FORMS: tuple[int | str, ...] = (1, "2025-08-22")
+
+
+def speaks_our_version(version: object) -> bool:
+    """Whether an agent's `protocolVersion` is a form of ACP v1 (`True` is not the integer 1)."""
+    return any(type(version) is type(form) and version == form for form in ACP_V1_FORMS)
+
+
 BACKENDS: dict[str, Backend] = {b.name: b for b in (KIRO, CLAUDE, CODEX, GENERIC)}
 
 # Backends whose refusals arrive as structured metadata rather than a bare stop reason.

@@ -184,20 +184,39 @@ class AcpProcessDied(AcpError):
 
 
 class AcpAuthRequired(AcpError):
+    """The agent needs signing in (`rejected`: the model service refused the credentials it
+    has, an HTTP 401 or an invalid API key). `agent` names it (its `agentInfo` title or name
+    when it gave one, else the preset's label); `said` is its own instruction from the error,
+    bounded and redacted ("" when it gave none worth quoting)."""
+
     def __init__(
         self,
-        backend_label: str,
+        agent: str,
         sign_in: str,
         *,
+        said: str = "",
+        rejected: bool = False,
         code: int | None = None,
         raw_error: dict[str, Any] | None = None,
         request_id: str = "",
     ) -> None:
-        self.backend_label = backend_label
+        self.backend_label = agent
         self.sign_in = sign_in
+        self.said = said
+        self.rejected = rejected
+        quoted = f' (it said: "{said}")' if said else ""
+        if rejected:
+            what = (
+                f"{_subject(agent)} is not signed in: its model service rejected its "
+                f"credentials{quoted}. Check the API key it uses, or {sign_in}, then try again."
+            )
+        else:
+            what = (
+                f"{_subject(agent)} is not signed in to its model service{quoted}: {sign_in}, "
+                "then try again."
+            )
         super().__init__(
-            f"{_subject(backend_label)} is not signed in to its model service: {sign_in}, then "
-            "try again. Retrying or switching models will not help.",
+            f"{what} Retrying or switching models will not help.",
             kind="auth",
             code=code,
             raw_error=raw_error,
@@ -375,6 +394,14 @@ _RE_AUTH = re.compile(
     r"|missing api[ _-]?key|no api[ _-]?key|\bUNAUTHENTICATED\b|\"code\\?\":\s*401\b",
     re.I,
 )
+# The model service refused the key or token it was given (HTTP 401, an invalid API key): said
+# as rejected credentials rather than a missing sign-in.
+_RE_KEY_REJECTED = re.compile(
+    r"invalid (?:x-)?api[ _-]?key|incorrect api[ _-]?key|api[ _-]?key (?:is )?(?:not valid|invalid)"
+    r"|\binvalid_api_key\b|\bauthentication_error\b|\b401\b\W{0,3}unauthori[sz]ed"
+    r"|\b(?:HTTP(?:/\d(?:\.\d)?)?|status(?: code)?|code|error)\"?:?\s?401\b|\(401\)",
+    re.I,
+)
 _RE_CONNECTION = re.compile(
     r"ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|EHOSTUNREACH|EAI_AGAIN"
     r"|socket hang up|fetch failed|connection (?:refused|reset|closed|error|timed out|failed)"
@@ -442,6 +469,7 @@ class _Verdict:
     advice: str = ""  # what to do, when the retries spent are to be told between the two
     code: int | None = None
     request_id: str = ""
+    shown: str = ""  # the agent's own words, as a person may read them
 
 
 def _captured_model(found: re.Match[str]) -> str:
@@ -581,6 +609,7 @@ _CATALOGUE: tuple[_Row, ...] = (
         advice="That usually passes shortly after they are issued: try again in a minute, and "
         "if it persists, refresh the agent's credentials.",
     ),
+    _Row("auth_rejected", False, _RE_KEY_REJECTED),
     _Row("auth", False, _RE_AUTH, code=-32000),
     _Row("auth", False, _RE_AUTH, code=401),  # the HTTP status as the JSON-RPC code (gemini-cli)
     _Row(
@@ -707,6 +736,7 @@ def _classify(
             advice=row.advice,
             code=parts.code,
             request_id=parts.request_id,
+            shown=shown,
         )
     return _unknown(error, parts)
 
@@ -737,6 +767,25 @@ def _unknown(error: dict[str, Any], parts: _Parts) -> _Verdict:
     )
 
 
+_AUTH_KINDS = frozenset({"auth", "auth_rejected"})
+# The agent's own words in a sign-in error are quoted when they say more than a label would
+# ("Authentication required", "Not logged in"), and at most this long.
+_INSTRUCTION_WORDS = 4
+_INSTRUCTION_CHARS = 200
+
+
+def _instruction(shown: str) -> str:
+    """The agent's own words about signing in, worth quoting: bounded (already redacted and
+    without chat commands, see `_split_error`)."""
+    words = shown.split()
+    if len(words) < _INSTRUCTION_WORDS:
+        return ""
+    text = " ".join(words).replace('"', "'")
+    if len(text) > _INSTRUCTION_CHARS:
+        text = text[: _INSTRUCTION_CHARS - 1].rstrip() + "…"
+    return text
+
+
 def _acp_error_from(
     error: dict[str, Any],
     *,
@@ -745,19 +794,23 @@ def _acp_error_from(
     fresh_session: bool = False,
     partial_output: str = "",
     sign_in: str = "",
+    agent: str = "",
 ) -> AcpError:
     """The raise helper: a raw JSON-RPC error object -> the AcpError a caller should raise.
-    `sign_in` says how to sign in when the agent said so itself (its `authMethods`)."""
+    `sign_in` says how to sign in when the agent said so itself (its `authMethods`); `agent`
+    names it as it named itself (`agentInfo`), else the backend's label is used."""
     backend = backend or get_backend("generic")
     verdict = _classify(error, advertised_models=advertised_models, fresh_session=fresh_session)
     code, request_id = verdict.code, verdict.request_id
     exc: AcpError
     if verdict.kind == "prompt_busy":
         exc = AcpPromptBusy(code=code, raw_error=error)
-    elif verdict.kind == "auth":
+    elif verdict.kind in _AUTH_KINDS:
         exc = AcpAuthRequired(
-            backend.label,
+            agent or backend.label,
             sign_in or backend.sign_in,
+            said=_instruction(verdict.shown),
+            rejected=verdict.kind == "auth_rejected",
             code=code,
             raw_error=error,
             request_id=request_id,
@@ -811,7 +864,7 @@ def _looks_like_error_text(text: str) -> bool:
 
 def _says_sign_in_needed(text: str) -> bool:
     """Whether an agent's own words (e.g. its stderr as it exits) say it is not signed in."""
-    return _classify({"code": -32603, "message": text}).kind == "auth"
+    return _classify({"code": -32603, "message": text}).kind in _AUTH_KINDS
 
 
 def __getattr__(name: str) -> Any:

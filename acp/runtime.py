@@ -213,7 +213,8 @@ class AcpRuntime:
     async def initialize(self) -> RpcReply:
         params = {
             "protocolVersion": self.backend.protocol_version,
-            "clientCapabilities": self.client_methods.advertised(),
+            # auth.terminal: an agent may offer a terminal sign-in, which we name as a command
+            "clientCapabilities": {**self.client_methods.advertised(), "auth": {"terminal": True}},
             "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
         }
         reply = await self.call("initialize", params, timeout=self.spec.initialize_timeout)

@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from acp._dispatch import parse_permission_request
 from acp._turn import PromptTurn, drain_notifications
-from acp.backends import Backend
+from acp.backends import Backend, speaks_our_version
 from acp.client import (
     AcpAuthRequired,
     AcpError,
@@ -35,7 +37,9 @@ from acp.content import PromptContent
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
+from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
+from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
 from acp.tool_gate import (
     GatePlan,
     ToolGateUnroutable,
@@ -220,6 +224,7 @@ class AcpSession:
             fresh_session=self.turns == 0,
             partial_output=partial_output,
             sign_in=self.client.sign_in,
+            agent=self.client.agent_name,
         )
 
     async def cancel(self) -> None:
@@ -275,8 +280,9 @@ class AcpSession:
         )
 
 
-class AcpClient:
-    """Sessions on one running agent process."""
+class AcpClient(SessionResumption):
+    """Sessions on one running agent process (taking stored ones up again and letting them go:
+    `SessionResumption`)."""
 
     def __init__(
         self, runtime: AcpRuntime, *, gate: GatePlan | None = None, cancel_grace: float = 10.0
@@ -290,6 +296,10 @@ class AcpClient:
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
         # A session of this agent was put in its asking mode: a released one taken up again is.
         self.gated = False
+        # The modes each session's answers offered: a resumed session's answer may omit them.
+        self.known_modes = KnownModes()
+        # Sessions whose session/close is on its way: taking one up again waits for it.
+        self._closing: dict[str, anyio.Event] = {}
         self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
         self._other_notifications = runtime.handle.on_notification
         runtime.handle.on_request = self._on_agent_request
@@ -355,18 +365,34 @@ class AcpClient:
     def _raise_for(self, reply: RpcReply) -> dict[str, Any]:
         if reply.error is not None:
             raise _acp_error_from(
-                reply.error, backend=self.backend, fresh_session=True, sign_in=self.sign_in
+                reply.error,
+                backend=self.backend,
+                fresh_session=True,
+                sign_in=self.sign_in,
+                agent=self.agent_name,
             )
         return reply.result if isinstance(reply.result, dict) else {}
 
     @property
     def sign_in(self) -> str:
-        """How to sign the agent in: a preset's own step (it names the command and the keys,
-        which agents' `authMethods` names such as "Use an API key" do not); for any other agent
-        its `authMethods` in its own words, when it gave any."""
+        """How to sign the agent in: the exact command of a terminal sign-in it offers, then a
+        preset's own step (it names the command and the keys, which agents' `authMethods`
+        names such as "Use an API key" do not); for any other agent its other `authMethods`
+        in its own words, when it gave any."""
+        methods = self.runtime.auth_methods
+        terminal = terminal_sign_in(methods, self.runtime.spec.argv)
         if self.backend.name != "generic":
-            return self.backend.sign_in
-        return sign_in_advice(self.runtime.auth_methods, self.backend.sign_in)
+            other = self.backend.sign_in
+        else:
+            other = sign_in_advice(
+                without_terminal(methods), "" if terminal else self.backend.sign_in
+            )
+        return "; or ".join(step for step in (terminal, other) if step)
+
+    @property
+    def agent_name(self) -> str:
+        """The agent as it names itself in `agentInfo`, else the preset's label."""
+        return agent_display_name(self.runtime.agent_info, self.backend.label)
 
     async def handshake(self) -> None:
         try:
@@ -383,7 +409,7 @@ class AcpClient:
                 raise AcpProtocolMismatch(self.agent, ours, None, " ".join(said.split()))
         result = self._raise_for(reply)
         theirs = result.get("protocolVersion")
-        if theirs != ours or type(theirs) is not type(ours):
+        if not speaks_our_version(theirs):
             raise AcpProtocolMismatch(self.agent, ours, theirs)
 
     async def open_session(self, *, cwd: Path | None = None, model: str = "") -> AcpSession:
@@ -400,30 +426,6 @@ class AcpClient:
                 kind="protocol",
             )
         return await self._adopt(session_id, result, model)
-
-    async def load_session(
-        self, session_id: str, *, cwd: Path | None = None, timeout: float = 600.0
-    ) -> AcpSession:
-        """Resume a stored session. The agent replays the history first: it is not shown, but
-        the state it sends meanwhile is kept. The model is the agent's: a caller restoring one
-        sets it afterwards, and only one the agent says it offers."""
-        workspace = (cwd or self.runtime.workspace).resolve()
-        self.runtime.check_workspace(workspace)
-        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
-        if self.backend.kiro_session_meta:
-            session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
-            params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
-        state = SessionState(self.backend)
-        reply = await PromptTurn.load(
-            self.runtime.handle,
-            session_id,
-            params,
-            idle_timeout=self.runtime.spec.request_timeout,
-            hard_timeout=timeout,
-            observe=state.apply,
-        )
-        result = self._raise_for(reply)
-        return await self._adopt(session_id, result, "", state)
 
     def remember_released(self, session_id: str, record: _Released) -> None:
         self.released[session_id] = self._shapes.setdefault(record, record)
@@ -470,14 +472,19 @@ class AcpClient:
         result: dict[str, Any],
         model: str,
         state: SessionState | None = None,
+        *,
+        resumed: bool = False,
     ) -> AcpSession:
         session = AcpSession.from_result(self, session_id, result, state)
         self.sessions[session_id] = session
+        if resumed:  # its answer may leave the modes out: the ones known for it stand in
+            result = self.known_modes.fill(session_id, result, session.state, self.gate)
         try:
             await self._apply_gate(session, result)
         except AcpToolGateUnroutable:
             session.close()
             raise
+        self.known_modes.remember(session_id, result)
         if model and model != session.model:
             await session.set_model(model)
         return session

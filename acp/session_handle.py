@@ -192,6 +192,7 @@ class SessionHandle:
         self._pending: dict[int, ReplySink] = {}
         self._inboxes: dict[str, SessionInbox] = {}
         self._running: dict[Any, anyio.CancelScope] = {}
+        self._tg: anyio.abc.TaskGroup | None = None  # while served: sends `$/cancel_request`
         self.dead: AcpRuntimeError | None = None
         # the methods of the last frames, for crash reports
         self.recent_frames: deque[str] = deque(maxlen=16)
@@ -257,8 +258,20 @@ class SessionHandle:
         return request_id
 
     def forget(self, request_id: int) -> None:
-        """Stop waiting for a reply; a late one is dropped."""
-        self._pending.pop(request_id, None)
+        """Stop waiting for a reply; a late one is dropped. One still unanswered is cancelled
+        on the agent's side too (`$/cancel_request`, sent soon), so it can stop working on it."""
+        if self._pending.pop(request_id, None) is not None and self._tg is not None:
+            self._tg.start_soon(self.cancel_request, request_id)
+
+    async def cancel_request(self, request_id: int) -> None:
+        """Tell the agent we no longer wait for our request `request_id` (ACP's
+        `$/cancel_request`; an agent that does not know it ignores the notification)."""
+        if self.dead is not None:
+            return
+        try:
+            await self.notify("$/cancel_request", {"requestId": request_id})
+        except AcpRuntimeError:
+            log.debug("could not cancel request %s: the agent is gone", request_id)
 
     async def call(self, method: str, params: Any, *, timeout: float) -> RpcReply:
         waiter = _Waiter()
@@ -267,7 +280,8 @@ class SessionHandle:
             with anyio.fail_after(timeout):
                 await waiter.event.wait()
         except TimeoutError:
-            self.forget(request_id)
+            if self._pending.pop(request_id, None) is not None:
+                await self.cancel_request(request_id)  # before the caller hears of it
             raise AcpRequestTimeout(method, timeout) from None
         if isinstance(waiter.value, AcpRuntimeError):
             raise waiter.value
@@ -319,10 +333,12 @@ class SessionHandle:
         """Read until the agent's stdout closes, then fail everything still waiting."""
         try:
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 tg.start_soon(self._run_timers)
                 await self._read_loop(tg)
                 tg.cancel_scope.cancel()
         finally:
+            self._tg = None
             with anyio.CancelScope(shield=True):
                 cause = await self._death_cause() if self._death_cause else AcpRuntimeDead()
             self._fail_all(cause)
@@ -396,14 +412,19 @@ class SessionHandle:
                 self._running[message["id"]] = scope
             tg.start_soon(self._answer, message["id"], method, params, scope)
             return
+        if method == "$/cancel_request":
+            # The agent withdrew one of its requests we are still answering (a permission card,
+            # a running client method): its task stops and answers -32800. Never a session's,
+            # whatever else the params carry.
+            request_id = params.get("requestId") if type(params) is dict else None
+            running = self._running.get(request_id) if isinstance(request_id, str | int) else None
+            if running is not None:
+                running.cancel()
+            return
         session_id = params.get("sessionId") if type(params) is dict else None
         inbox = self._inboxes.get(session_id) if type(session_id) is str else None
         if inbox is not None:
             inbox.push_notification(method, params)
-        elif method == "$/cancel_request" and isinstance(params, dict):
-            running = self._running.get(params.get("requestId"))
-            if running is not None:
-                running.cancel()
         else:
             self.on_notification(method, params)
 

@@ -211,8 +211,10 @@ class FreshSession:
 
 class ConversationSessions:
     """The conversation's agent session: reused while its agent lives (also after `release`,
-    which keeps it on the agent and drops only our objects), resumed with session/load after a
-    restart or respawn when the agent can, else started fresh with a visible notice."""
+    which keeps it on the agent and drops only our objects), resumed (session/resume, else
+    session/load) after a restart or respawn, or after an idle release closed it, when the agent
+    can, else started fresh with a visible notice. A session the conversation leaves is closed
+    (session/close) when the agent can close sessions."""
 
     def __init__(
         self,
@@ -255,9 +257,9 @@ class ConversationSessions:
         return services.plans.default
 
     async def switch(self, target: AgentTarget) -> AcpSession:
-        """Work in `target` from now on: a new agent session there (the old one stays on its
-        agent, unbound)."""
-        self.drop()
+        """Work in `target` from now on: a new agent session there (the old one is closed on
+        its agent when the agent can close sessions, else stays there, unbound)."""
+        await self.leave()
         await self.services.store.delete_binding(self.key)
         self._target = target
         return await self.session()
@@ -353,10 +355,13 @@ class ConversationSessions:
             target.project.name,
             target.agent.name,
         )
+        previous = self.current
         session, _ = await self._resume(client, binding)
         if session is None:
             return None
-        self.drop()
+        if previous is not None and previous.session_id != session.session_id:
+            self.current = previous
+            await self.leave()
         await services.store.put_binding(self.key, binding.with_model(session.model))
         self._use(session)
         await record_use(services.store, self.key, session, target.project.name)
@@ -368,10 +373,10 @@ class ConversationSessions:
             return None, f"{lost}: the agent changed. Starting a new session."
         if binding.workspace != str(client.runtime.workspace):
             return None, f"{lost}: the workspace changed. Starting a new session."
-        if not client.runtime.supports_load:
+        if not client.can_resume:
             return None, f"{lost}: the agent cannot resume sessions. Starting a new session."
         try:
-            session = await client.load_session(binding.session_id)
+            session = await client.resume_session(binding.session_id)
         except AGENT_ERRORS as exc:
             log.warning("could not resume session %s: %s", binding.session_id, exc)
             return None, f"{lost} (the agent could not resume it). Starting a new session."
@@ -400,12 +405,25 @@ class ConversationSessions:
         await self.services.discard_client(await self.target())
 
     def release(self) -> None:
-        """The conversation went idle: let go of our session objects and keep the agent's
-        session, which the next `session()` takes up again as it was (the stored binding names
-        it)."""
-        if self.current is not None:
-            self.current.release()
-        self.current = None
+        """The conversation went idle: let go of our session objects. An agent that closes
+        and resumes sessions closes it (in the background: the next `session()` resumes it);
+        any other keeps it, and the next `session()` takes it up again as it was (the stored
+        binding names it either way)."""
+        current, self.current = self.current, None
+        if current is None:
+            return
+        client = current.client
+        if client.session_capabilities.close and client.can_resume:
+            self.services.spawn(client.start_closing(current.session_id))
+        else:
+            current.release()
+
+    async def leave(self) -> None:
+        """The conversation leaves its session (`/new`, `/project`, `/agent`, `/resume`):
+        closed on the agent when it advertises session/close, else kept there, unbound."""
+        current, self.current = self.current, None
+        if current is not None:
+            await current.client.close_session(current.session_id)
 
     def drop(self) -> None:
         """Stop using the session here; the stored binding still lets it be resumed."""
@@ -416,7 +434,7 @@ class ConversationSessions:
     async def forget(self) -> None:
         """Never resume this session: the next turn starts a new one, in the same project and
         with the same agent (kept in a binding without a session, so a restart keeps them)."""
-        self.drop()
+        await self.leave()
         store = self.services.store
         binding = await store.get_binding(self.key)
         if binding is None or not binding.project:

@@ -150,7 +150,7 @@ async def _session_checks(
                 if gate is not UNGATED:
                     started.gate_line = Check(True, f"{label}tool gate", _gated(session, gate))
                 if runtime.auth_status == "none":
-                    raise AcpAuthRequired(spec.backend.label, spec.backend.sign_in)
+                    raise AcpAuthRequired(client.agent_name, client.sign_in)
                 session.close()
                 started.checks.append(Check(True, f"{label}agent signed in", "a session opened"))
     except AcpAuthRequired as exc:

@@ -57,6 +57,7 @@ async def test_initialize_advertises_fs_and_terminal(
     assert frame["params"]["clientCapabilities"] == {
         "fs": {"readTextFile": True, "writeTextFile": True},
         "terminal": True,
+        "auth": {"terminal": True},
     }
 
 

@@ -27,7 +27,7 @@ async def handshake(agent: FakeAgent, workspace: Path, *options: str, dialect: s
             return client
 
 
-@pytest.mark.parametrize(("dialect", "theirs"), [("generic", 2), ("generic", "1"), ("kiro", 1)])
+@pytest.mark.parametrize(("dialect", "theirs"), [("generic", 2), ("generic", "1"), ("kiro", 2)])
 async def test_an_agent_answering_another_protocol_version_is_one_sentence_naming_both(
     fake_agent: FakeAgent, workspace: Path, dialect: str, theirs: object
 ) -> None:
@@ -74,4 +74,4 @@ async def test_a_session_refused_for_sign_in_names_the_agents_own_way_to_sign_in
             dialect="generic",
         )
     text = str(caught.value)
-    assert "Run `copilot login`" in text and text.startswith("The ACP agent is not signed in")
+    assert "Run `copilot login`" in text and text.startswith("The agent copilot is not signed in")

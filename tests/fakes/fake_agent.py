@@ -1549,6 +1549,176 @@ def _list_install() -> None:
     REQUEST_HANDLERS["session/list"] = h_session_list
 
 
+# ---- ACP v1 session and request extras (issue 22: resume, close, $/cancel_request) ----------
+#   --session-resume        advertise sessionCapabilities.resume; session/resume answers like
+#                           session/load but replays nothing
+#   --session-close         advertise sessionCapabilities.close; session/close forgets the session
+#                           (logged as {"event": "closed", "sessionId"})
+#   --resume-bare           session/load and session/resume answer `{}` (no modes, no options)
+#   --hang-requests M,...   requests with these methods are never answered, until the client
+#                           sends $/cancel_request for them: then -32800 (logged "withdrawn_by_client")
+#   --terminal-auth JSON    an authMethods entry offered only when the client advertised
+#                           clientCapabilities.auth.terminal (e.g. {"type": "terminal", ...})
+# Step {"withdraw": {"method", "params"?}, "when_file"?: path}: send the request, wait until the
+# file exists (when given), send $/cancel_request for it, wait for the client's answer, then chunk
+# "withdrawn:<compact JSON of the answer's result or error>".
+HUNG: set[Any] = set()
+
+
+def _v1_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--session-resume", action="store_true")
+    ap.add_argument("--session-close", action="store_true")
+    ap.add_argument("--resume-bare", action="store_true")
+    ap.add_argument("--hang-requests", default="")
+    ap.add_argument("--terminal-auth", type=_json_arg)
+
+
+def h_session_resume(rid: Any, params: dict[str, Any]) -> None:
+    bad = _check_cwd_mcp(params)
+    if bad:
+        reply_error(rid, invalid_params(bad))
+        return
+    sid = params.get("sessionId")
+    data = load_session_file(sid) if isinstance(sid, str) else None
+    if data is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    with STATE_LOCK:
+        sess = SESSIONS.get(sid)
+        if sess is None or sess.running is None:
+            sess = SESSIONS[sid] = Session(data)
+    sess.cwd = params["cwd"]
+    reply(rid, {} if ARGS.resume_bare else sess.decorate({}))
+    _send_after_new(sess.id)
+
+
+def h_session_close(rid: Any, params: dict[str, Any]) -> None:
+    sess = _get_session(params)
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    with STATE_LOCK:
+        SESSIONS.pop(sess.id, None)
+        running = sess.running
+    if running is not None:
+        running.cancel()
+    log({"event": "closed", "sessionId": sess.id})
+    reply(rid, {})
+
+
+def _v1_run_steps(plain: Any) -> Any:
+    def run(p: Prompt, steps: list[Any]) -> bool:
+        for index, step in enumerate(steps):
+            if isinstance(step, dict) and "withdraw" in step:
+                _withdraw(p, step)
+            elif not plain(p, steps[index : index + 1]):
+                return False
+        return True
+
+    return run
+
+
+def _withdraw(p: Prompt, step: dict[str, Any]) -> None:
+    r = step["withdraw"]
+    if not isinstance(r, dict) or not isinstance(r.get("method"), str):
+        raise ScriptError("withdraw needs {method, params?}")
+    rid = next_request_id()
+    slot = Slot(p)
+    with STATE_LOCK:
+        PENDING[rid] = slot
+    try:
+        params = _with_session(_substitute_saved(r.get("params")), p.session.id)
+        send({"jsonrpc": "2.0", "id": rid, "method": r["method"], "params": params})
+        when = step.get("when_file")
+        if isinstance(when, str):
+            p.wait(lambda: os.path.exists(when))
+        send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}})
+        p.wait(lambda: slot.frame is not None)
+    finally:
+        with STATE_LOCK:
+            PENDING.pop(rid, None)
+    assert slot.frame is not None
+    rest = {k: v for k, v in slot.frame.items() if k not in ("jsonrpc", "id")}
+    p.chunk("withdrawn:" + json.dumps(rest, separators=(",", ":"), sort_keys=True))
+
+
+def _v1_handle_line(plain: Any) -> Any:
+    def handle(raw: bytes) -> None:
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            frame = None
+        if isinstance(frame, dict) and frame.get("method") == "$/cancel_request":
+            log({"dir": "in", "frame": frame})
+            params = frame.get("params") if isinstance(frame.get("params"), dict) else {}
+            rid = params.get("requestId")
+            with STATE_LOCK:
+                hung = rid in HUNG
+                HUNG.discard(rid)
+            if hung:
+                log({"event": "withdrawn_by_client", "requestId": rid})
+                reply_error(rid, {"code": -32800, "message": "Request cancelled"})
+            return
+        plain(raw)
+
+    return handle
+
+
+def _hang(rid: Any, params: dict[str, Any]) -> None:
+    with STATE_LOCK:
+        HUNG.add(rid)
+
+
+def _v1_install() -> None:
+    global run_steps, handle_line
+    capabilities = dict((ARGS.init_result or {}).get("agentCapabilities") or {})
+    if ARGS.session_resume or ARGS.session_close:
+        capabilities.setdefault("loadSession", not ARGS.no_load)
+        capabilities.setdefault(
+            "promptCapabilities", {"image": False, "audio": False, "embeddedContext": False}
+        )
+        session_caps = dict(capabilities.get("sessionCapabilities") or {})
+        if ARGS.session_resume:
+            session_caps["resume"] = {}
+            REQUEST_HANDLERS["session/resume"] = h_session_resume
+        if ARGS.session_close:
+            session_caps["close"] = {}
+            REQUEST_HANDLERS["session/close"] = h_session_close
+        capabilities["sessionCapabilities"] = session_caps
+        ARGS.init_result = {**(ARGS.init_result or {}), "agentCapabilities": capabilities}
+    if ARGS.resume_bare:
+        plain_load = REQUEST_HANDLERS["session/load"]
+
+        def bare_load(rid: Any, params: dict[str, Any]) -> None:
+            plain_decorate = Session.decorate
+            Session.decorate = lambda self, result: result  # type: ignore[method-assign,assignment,misc]
+            try:
+                plain_load(rid, params)
+            finally:
+                Session.decorate = plain_decorate  # type: ignore[method-assign]
+
+        REQUEST_HANDLERS["session/load"] = bare_load
+    for method in filter(None, ARGS.hang_requests.split(",")):
+        REQUEST_HANDLERS[method] = _hang
+    if ARGS.terminal_auth is not None:
+        plain_init = REQUEST_HANDLERS["initialize"]
+
+        def init(rid: Any, params: dict[str, Any]) -> None:
+            caps = params.get("clientCapabilities")
+            auth = caps.get("auth") if isinstance(caps, dict) else None
+            if isinstance(auth, dict) and auth.get("terminal") is True:
+                methods = [*(ARGS.init_result or {}).get("authMethods", []), ARGS.terminal_auth]
+                ARGS.init_result = {**(ARGS.init_result or {}), "authMethods": methods}
+            plain_init(rid, params)
+
+        REQUEST_HANDLERS["initialize"] = init
+    run_steps = _v1_run_steps(run_steps)
+    handle_line = _v1_handle_line(handle_line)
+
+
+# ---- end of the ACP v1 extras ------------------------------------------------------------------
+
+
 # ----------------------------------------------------------------------------- startup
 
 
@@ -1592,6 +1762,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _pool_add_args(ap)  # runtime pool extras
     _files_add_args(ap)  # prompt content extras
     _list_add_args(ap)  # session list extras
+    _v1_add_args(ap)  # ACP v1 extras
     return ap.parse_args(argv)
 
 
@@ -1650,6 +1821,7 @@ def main(argv: list[str]) -> None:
     _gate_install()  # tool gate extras
     _files_install()  # prompt content extras
     _list_install()  # session list extras
+    _v1_install()  # ACP v1 extras
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)
