@@ -336,8 +336,8 @@ async def _resume(runner: ChatRunner, wanted: str) -> str:
     if refused := _project_refused(runner, target):
         return refused
     client = await runner.services.client(target)
-    if not client.session_capabilities.load:
-        return "The agent cannot load earlier sessions, so none can be resumed."
+    if not client.can_resume:
+        return "The agent cannot take earlier sessions up again, so none can be resumed."
     picked = find(await _listing(runner, target), wanted)
     if isinstance(picked, str):
         return picked
