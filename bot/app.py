@@ -51,6 +51,7 @@ from bot.commands import (
     parse_command,
     project_pressed,
     run_command,
+    withheld_commands,
 )
 from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer
@@ -322,7 +323,10 @@ class BotApp:
             return False
         runner = self.runner(surface, event.key)
         parsed = parse_command(
-            surface.capabilities.command_prefixes, event.text, runner.agent_commands
+            surface.capabilities.command_prefixes,
+            event.text,
+            runner.agent_commands,
+            withheld_commands(runner),
         )
         if parsed is not None and parsed.command.handler is not None:
             with runner.held():

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from acp import AGENT_ERRORS
+from acp import AGENT_ERRORS, switches_approvals_off
 from bot.access import Role
 from bot.agent_sessions import AgentTarget
 from bot.chat_runner import ChatRunner
@@ -83,6 +83,8 @@ async def _status(runner: ChatRunner, args: str) -> str:
     state = session.state if session is not None else None
     if state is not None and state.mode:
         lines.append(f"Mode: {state.mode}")
+    if session is not None and session.gate_line:
+        lines.append(f"Tool gate: {session.gate_line}")
     if state is not None and state.title:
         lines.append(f"Title: {state.title}")
     if runner.running:
@@ -271,6 +273,31 @@ async def _agent(runner: ChatRunner, wanted: str) -> str:
     return f"Switched to the agent {agent.name} in project {project.name}; a new session starts."
 
 
+def _approvals_refused(name: str) -> Handler:
+    """The answer to the agent's own command `name` that would switch its approvals off: it is
+    never sent on, for anyone (the agent's approval state is watched besides,
+    acp/gate_watch.py: this saves the round trip)."""
+
+    async def refuse(runner: ChatRunner, args: str) -> str:
+        who = asker()
+        await runner.services.audit.refused(
+            runner.key.surface, who.id if who else "", "agent approvals command", command=name
+        )
+        return (
+            f"Switchboard does not send /{name} to the agent: approvals are Switchboard's to "
+            "manage (an operator who wants none sets SWITCHBOARD_ALLOW_UNGATED_TOOLS)."
+        )
+
+    return refuse
+
+
+def withheld_commands(runner: ChatRunner) -> tuple[str, ...]:
+    """The agent's commands its session listed that would switch approvals off (by their
+    descriptions too): refused when typed, left out of /help and the command menus."""
+    session = runner.sessions.current
+    return session.state.withheld_commands if session is not None else ()
+
+
 async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
@@ -397,19 +424,22 @@ class ParsedCommand:
 
 
 def parse_command(
-    prefixes: Sequence[str], text: str, agent_commands: Sequence[str] = ()
+    prefixes: Sequence[str],
+    text: str,
+    agent_commands: Sequence[str] = (),
+    withheld: Sequence[str] = (),
 ) -> ParsedCommand | None:
     """Our command, or the agent's own spelled with this surface's prefix (`!review` for the
     agent's /review: `agent_commands` are the names it listed), or None (plain text, or another
-    slash command for the agent)."""
+    slash command for the agent). An agent command that would switch its approvals off (by its
+    name and arguments, or one of `withheld`) is answered by a refusal instead."""
     stripped = text.strip()
     for prefix in prefixes:
         if stripped.startswith(prefix * 2):  # the agent's own, even when named like ours
             match = _RE_COMMAND.match(stripped[2 * len(prefix) :])
             if match is None:
                 return None
-            agents = Command(match.group(1), "the agent's own command")
-            return ParsedCommand(agents, (match.group(2) or "").strip())
+            return _agents(match.group(1), (match.group(2) or "").strip(), withheld)
         if stripped.startswith(prefix):
             match = _RE_COMMAND.match(stripped[len(prefix) :])
             if match is None:
@@ -417,11 +447,25 @@ def parse_command(
             args = (match.group(2) or "").strip()
             command = _BY_NAME.get(match.group(1).lower())
             if command is None:
-                if prefix != "/" and match.group(1) in agent_commands:
-                    return ParsedCommand(Command(match.group(1), "the agent's own command"), args)
+                name = match.group(1)
+                if _approvals_off(name, args, withheld):
+                    return _agents(name, args, withheld)
+                if prefix != "/" and name in agent_commands:
+                    return _agents(name, args, withheld)
                 return None
             return ParsedCommand(command, args)
     return None
+
+
+def _approvals_off(name: str, args: str, withheld: Sequence[str]) -> bool:
+    return name in withheld or switches_approvals_off(name, args=args)
+
+
+def _agents(name: str, args: str, withheld: Sequence[str]) -> ParsedCommand:
+    """The agent's command `name`, or the refusal of one that would switch approvals off."""
+    if _approvals_off(name, args, withheld):
+        return ParsedCommand(Command(name, "refused", handler=_approvals_refused(name)), args)
+    return ParsedCommand(Command(name, "the agent's own command"), args)
 
 
 async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | None = None) -> None:
@@ -451,6 +495,8 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
         lines.append(f"(each also works with {others} instead of {prefix})")
     shown = []
     for name in agent_commands:
+        if switches_approvals_off(name):
+            continue  # never sent on: approvals are Switchboard's to manage
         ours = _BY_NAME.get(name.lower())
         if ours is None:  # in the surface's spelling (Slack turns `!name` into `/name`)
             shown.append(f"{prefix}{name}")
