@@ -6,6 +6,9 @@ own commands that would switch approvals off are never sent on (bot/commands.py)
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,15 @@ import pytest
 from acp import AcpToolGateUnroutable, GatePlan, NoticeKind, PendingPermission, SessionNotice
 from acp.gate_options import asking_value, switches_approvals_off
 from acp.types import ConfigChoice, ConfigOption
+from config import load_settings
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
+from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
+from tests.fakes.telegram_api import FakeBotApi
+from tests.test_audit import records
+from tests.test_telegram import ALICE, serving, shows
+
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 WAIT = 30
 URI = "https://agentclientprotocol.com/protocol/session-modes"
@@ -263,3 +273,150 @@ async def test_an_agent_that_will_not_go_back_to_asking_is_refused_and_the_tool_
     )
     assert not marker.exists()
     assert fake_agent.frames_in("session/cancel")
+
+
+# ---- in a conversation (the real app, a scripted surface) -------------------------------------
+COMMANDS = [
+    {"name": "allow-all", "description": "Enable all permissions (tools, paths and URLs)"},
+    {"name": "tools", "description": "Let every tool run: allow all, no questions"},
+    {"name": "review", "description": "Review the changes"},
+]
+REFUSED = "Switchboard does not send /{} to the agent: approvals are Switchboard's to manage"
+
+
+def copilot_app(tmp_path: Path, fake_agent: FakeAgent, current: str = "off") -> Any:
+    commands = {
+        "method": "session/update",
+        "params": {
+            "update": {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
+        },
+    }
+    options = (*copilot(current), "--after-new", json.dumps([commands]))
+    return engine_settings(
+        tmp_path,
+        fake_agent,
+        agent="generic",
+        agent_command=fake_agent.command(*options, dialect="generic"),
+    )
+
+
+@pytest.mark.anyio
+async def test_approval_commands_are_not_sent_help_and_menus_leave_them_out_status_shows_the_gate(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface(agent_menus=True)
+    async with running_app(copilot_app(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", "hi")))
+        for typed in ("/allow-all on", "/yolo", "//allow-all on", "/tools", "/approval-mode yolo"):
+            await finished(surface.post(surface.message("alice", typed)))
+        await finished(surface.post(surface.message("alice", "/help")))
+        await finished(surface.post(surface.message("alice", "/status")))
+        await wait_for(lambda: surface.ops("agent_menu"), "the agent's menu")
+    said = [call.text for call in surface.ops("send")]
+    for name in ("allow-all", "yolo", "allow-all", "tools", "approval-mode"):
+        assert any(text.startswith(REFUSED.format(name)) for text in said), name
+    prompts = fake_agent.prompt_texts()
+    assert prompts == ["hi"]  # none of them reached the agent
+    (help_text,) = [text for text in said if text.startswith("Commands:")]
+    assert "/review" in help_text
+    assert "allow-all" not in help_text and "/tools" not in help_text
+    (menu,) = [call.menu for call in surface.ops("agent_menu")]
+    assert [command.name for command in menu] == ["review"]
+    (status,) = [text for text in said if text.startswith("Agent:")]
+    assert "Tool gate: asks before tools: allow_all off" in status
+    assert "#agent" not in status.split("Tool gate:")[1]
+    found = await records(str(tmp_path / "state.db"))
+    assert [(r["actor"], r["action"], r["command"]) for r in found] == [
+        ("alice", "agent approvals command", name)
+        for name in ("allow-all", "yolo", "allow-all", "tools", "approval-mode")
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_flip_in_a_conversation_is_put_back_told_in_one_sentence_and_audited(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface()
+    async with running_app(copilot_app(tmp_path, fake_agent), surface):
+        prompt = script(flip("on"), {"chunk": "still here"})
+        await finished(surface.post(surface.message("alice", prompt)))
+        await wait_for(lambda: "approvals off" in surface.transcript(), "the sentence")
+    sentence = next(c.text for c in surface.ops("send") if "approvals off" in c.text)
+    assert sentence == (
+        "The agent switched its approvals off (allow_all on), so Switchboard put them back "
+        "(allow_all off) before anything else ran: approvals are Switchboard's to manage."
+    )
+    (restore,) = fake_agent.frames_in("session/set_config_option")
+    assert restore["params"]["value"] == "off"
+    found = await records(str(tmp_path / "state.db"))
+    assert [(r["kind"], r["actor"], r["action"]) for r in found] == [
+        ("refused", "alice", "agent switched approvals off")
+    ]
+    assert found[0]["agent_set"] == "allow_all on" and found[0]["restored"] == "allow_all off"
+
+
+# ---- through the CLI --------------------------------------------------------------------------
+def test_switchboard_chat_refuses_an_approval_command_and_puts_a_flip_back(
+    cli_env: dict[str, str], tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    command = fake_agent.command(*copilot("on"), dialect="generic")
+    lines = ["/allow-all on", script(flip("on"), {"chunk": "after the flip"}), "/status"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "chat", "--agent", "generic", "--agent-command", command],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert REFUSED.format("allow-all") in proc.stdout
+    assert "Tool gate: asks before tools: allow_all off" in proc.stdout
+    assert "after the flip" in proc.stdout
+    assert "The agent switched its approvals off (allow_all on)" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    # set at start (it started `on`), and put back after the flip
+    values = [f["params"]["value"] for f in fake_agent.frames_in("session/set_config_option")]
+    assert values == ["off", "off"]
+    assert all("allow-all" not in text for text in fake_agent.prompt_texts())
+
+
+# ---- through Telegram (the real python-telegram-bot against the fake Bot API) ------------------
+@pytest.fixture
+async def api() -> AsyncIterator[FakeBotApi]:
+    async with FakeBotApi() as fake:
+        yield fake
+
+
+@pytest.mark.anyio
+async def test_through_telegram_an_approval_command_is_refused_and_a_flip_put_back(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    base = copilot_app(tmp_path, fake_agent)
+    settings = base.model_copy(
+        update={
+            "telegram": load_settings(
+                telegram={
+                    "token": api.token,
+                    "api_url": api.url,
+                    "allowed_users": [str(ALICE.id)],
+                }
+            ).telegram
+        }
+    )
+    async with serving(settings):
+        api.dm(ALICE, "/allow-all on")
+        await wait_for(shows(api, ALICE.id, "does not send /allow-all"), "the refusal", 15)
+        api.dm(ALICE, script(flip("on"), {"chunk": "after the flip"}))
+        await wait_for(shows(api, ALICE.id, "put them back"), "the restore sentence", 15)
+    text = api.chat_text(ALICE.id)
+    assert REFUSED.format("allow-all") in text
+    assert "The agent switched its approvals off (allow_all on)" in text
+    assert all("allow-all" not in prompt for prompt in fake_agent.prompt_texts())
+    (restore,) = fake_agent.frames_in("session/set_config_option")
+    assert restore["params"] == {
+        "sessionId": restore["params"]["sessionId"],
+        "configId": "allow_all",
+        "value": "off",
+    }
