@@ -287,6 +287,8 @@ class AcpSession:
             state.legacy_model = model
         elif isinstance(result.get("configOptions"), list):
             state.absorb_result(result)  # the agent's word on every option, after the change
+            if self.gate is not None:
+                self.gate.check()  # a result that carries options: the gate's too
         else:
             state.chose(option.option_id, model)
 
@@ -548,24 +550,22 @@ class AcpClient:
             self.gate_target = target
 
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
-        if method != "session/request_permission":
-            session_id = params.get("sessionId") if isinstance(params, dict) else None
-            session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-            if session is not None:
-                try:
-                    await session.restore_gate()  # no tool before the approval state is back
-                except AcpToolGateUnroutable as exc:
-                    return RpcReply(error={"code": -32603, "message": str(exc)})
+        asked = method == "session/request_permission"
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None:
+            try:
+                await session.restore_gate()  # no tool before the approval state is back
+            except AcpToolGateUnroutable as exc:
+                if asked:
+                    return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+                return RpcReply(error={"code": -32603, "message": str(exc)})
+        if not asked:
             return await self.runtime.client_methods.answer(method, params, self._session_state)
         if not isinstance(params, dict):
             return method_not_found(method)
         request = parse_permission_request(params)
         session = self.sessions.get(request.session_id)
-        if session is not None:
-            try:
-                await session.restore_gate()  # no tool before the approval state is back
-            except AcpToolGateUnroutable:
-                return RpcReply(result={"outcome": {"outcome": "cancelled"}})
         turn = session.turn if session is not None else None
         if turn is None:
             log.warning("permission request outside a turn; answering cancelled")

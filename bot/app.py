@@ -40,6 +40,7 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
+from bot.approval_commands import withheld_commands
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
 from bot.cluster import RelayedEvent, open_cluster
@@ -51,7 +52,6 @@ from bot.commands import (
     parse_command,
     project_pressed,
     run_command,
-    withheld_commands,
 )
 from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer

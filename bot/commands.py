@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from acp import AGENT_ERRORS, switches_approvals_off
+from acp import AGENT_ERRORS
 from bot.access import Role
 from bot.agent_sessions import AgentTarget
+from bot.approval_commands import approvals_off, refusal
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
 from bot.projects import Project
@@ -273,31 +274,6 @@ async def _agent(runner: ChatRunner, wanted: str) -> str:
     return f"Switched to the agent {agent.name} in project {project.name}; a new session starts."
 
 
-def _approvals_refused(name: str) -> Handler:
-    """The answer to the agent's own command `name` that would switch its approvals off: it is
-    never sent on, for anyone (the agent's approval state is watched besides,
-    acp/gate_watch.py: this saves the round trip)."""
-
-    async def refuse(runner: ChatRunner, args: str) -> str:
-        who = asker()
-        await runner.services.audit.refused(
-            runner.key.surface, who.id if who else "", "agent approvals command", command=name
-        )
-        return (
-            f"Switchboard does not send /{name} to the agent: approvals are Switchboard's to "
-            "manage (an operator who wants none sets SWITCHBOARD_ALLOW_UNGATED_TOOLS)."
-        )
-
-    return refuse
-
-
-def withheld_commands(runner: ChatRunner) -> tuple[str, ...]:
-    """The agent's commands its session listed that would switch approvals off (by their
-    descriptions too): refused when typed, left out of /help and the command menus."""
-    session = runner.sessions.current
-    return session.state.withheld_commands if session is not None else ()
-
-
 async def _help(runner: ChatRunner, args: str) -> str:
     return help_text(runner.surface.capabilities.command_prefixes, runner.agent_commands)
 
@@ -448,7 +424,7 @@ def parse_command(
             command = _BY_NAME.get(match.group(1).lower())
             if command is None:
                 name = match.group(1)
-                if _approvals_off(name, args, withheld):
+                if approvals_off(name, args, withheld):
                     return _agents(name, args, withheld)
                 if prefix != "/" and name in agent_commands:
                     return _agents(name, args, withheld)
@@ -457,14 +433,10 @@ def parse_command(
     return None
 
 
-def _approvals_off(name: str, args: str, withheld: Sequence[str]) -> bool:
-    return name in withheld or switches_approvals_off(name, args=args)
-
-
 def _agents(name: str, args: str, withheld: Sequence[str]) -> ParsedCommand:
     """The agent's command `name`, or the refusal of one that would switch approvals off."""
-    if _approvals_off(name, args, withheld):
-        return ParsedCommand(Command(name, "refused", handler=_approvals_refused(name)), args)
+    if approvals_off(name, args, withheld):
+        return ParsedCommand(Command(name, "refused", handler=refusal(name, asker)), args)
     return ParsedCommand(Command(name, "the agent's own command"), args)
 
 
@@ -495,7 +467,7 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
         lines.append(f"(each also works with {others} instead of {prefix})")
     shown = []
     for name in agent_commands:
-        if switches_approvals_off(name):
+        if approvals_off(name):
             continue  # never sent on: approvals are Switchboard's to manage
         ours = _BY_NAME.get(name.lower())
         if ours is None:  # in the surface's spelling (Slack turns `!name` into `/name`)
