@@ -13,16 +13,20 @@ Its asking value is, in order:
    follow (`acp.tool_gate.asking_mode`).
 
 An option of category `permissions` with no asking value found makes the agent unroutable: the
-safe way to be wrong (`SWITCHBOARD_ALLOW_UNGATED_TOOLS` is the operator's way out)."""
+safe way to be wrong (`SWITCHBOARD_ALLOW_UNGATED_TOOLS` is the operator's way out); one that only
+sounds like the gate by its name is logged and left alone."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 from acp.tool_gate import AdvertisedMode, _words, asking_mode
 from acp.types import ConfigOption
+
+log = logging.getLogger(__name__)
 
 PERMISSIONS_CATEGORY = "permissions"
 BOOLEAN = "boolean"
@@ -132,8 +136,8 @@ def is_gate_option(option: ConfigOption) -> bool:
 
 
 def gate_options(options: Iterable[ConfigOption]) -> tuple[list[GateOption], list[ConfigOption]]:
-    """The options that are part of the gate with their asking values, and those of them whose
-    asking value is unknown (they make the agent unroutable)."""
+    """The options that are part of the gate with their asking values, and those of category
+    `permissions` whose asking value is unknown (they make the agent unroutable)."""
     found: list[GateOption] = []
     unknown: list[ConfigOption] = []
     for option in options:
@@ -142,8 +146,12 @@ def gate_options(options: Iterable[ConfigOption]) -> tuple[list[GateOption], lis
         value = asking_value(option)
         if value:
             found.append(GateOption(option.option_id, value, option.kind == BOOLEAN))
-        else:
+        elif option.category == PERMISSIONS_CATEGORY:
             unknown.append(option)
+        else:  # only its name hints at the gate: not enough to refuse the agent for
+            log.warning(
+                "option %r sounds like a tool gate but no value of it asks", option.option_id
+            )
     return found, unknown
 
 

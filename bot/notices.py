@@ -110,8 +110,7 @@ def session_notice_text(notice: SessionNotice, requester: UserRef | None, prefix
     if kind is NoticeKind.GATE_RESTORED:
         return (
             f"The agent switched its approvals off ({notice.previous}), so Switchboard put them "
-            f"back ({notice.detail}) before anything else ran: approvals are Switchboard's to "
-            "manage."
+            f"back ({notice.detail}): approvals are Switchboard's to manage."
         )
     if notice.detail:
         return f"The agent switched to {notice.detail}."

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from acp import AcpToolGateUnroutable, GatePlan, NoticeKind, PendingPermission, SessionNotice
-from acp.gate_options import asking_value, switches_approvals_off
+from acp.gate_options import asking_value, gate_options, switches_approvals_off
 from acp.types import ConfigChoice, ConfigOption
 from config import load_settings
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
@@ -121,6 +121,25 @@ def test_the_asking_value_of_permission_options() -> None:
     )
     unknown = (ConfigChoice("x", "X"), ConfigChoice("y", "Y"))
     assert asking_value(ConfigOption("level", "Level", "permissions", "select", "", unknown)) == ""
+
+
+def test_which_options_are_part_of_the_gate() -> None:
+    off_on = (ConfigChoice("off", "Off"), ConfigChoice("on", "On"))
+    levels = (ConfigChoice("low", "Low"), ConfigChoice("high", "High"))
+    found, unknown = gate_options(
+        [
+            ConfigOption("allow_all", "Allow all", "permissions", "select", "on", off_on),
+            ConfigOption("autoApprove", "Auto approve", "", "boolean", "true"),
+            ConfigOption("model", "Model", "model", "select", "m", (ConfigChoice("m"),)),
+            ConfigOption("trust_level", "Trust level", "", "select", "low", levels),  # name only
+            ConfigOption("sandbox", "Sandbox", "permissions", "select", "low", levels),
+        ]
+    )
+    assert [(o.option_id, o.value, o.boolean) for o in found] == [
+        ("allow_all", "off", False),
+        ("autoApprove", "false", True),
+    ]
+    assert [o.option_id for o in unknown] == ["sandbox"]  # refuses the agent; the name alone not
 
 
 def test_which_agent_commands_switch_approvals_off() -> None:
@@ -344,7 +363,7 @@ async def test_a_flip_in_a_conversation_is_put_back_told_in_one_sentence_and_aud
     sentence = next(c.text for c in surface.ops("send") if "approvals off" in c.text)
     assert sentence == (
         "The agent switched its approvals off (allow_all on), so Switchboard put them back "
-        "(allow_all off) before anything else ran: approvals are Switchboard's to manage."
+        "(allow_all off): approvals are Switchboard's to manage."
     )
     (restore,) = fake_agent.frames_in("session/set_config_option")
     assert restore["params"]["value"] == "off"
