@@ -146,6 +146,7 @@ class GateWatch:
         self.agent = agent
         self.stale = False  # the agent's state left the asking one and is not put back yet
         self.restores = 0  # in a row, since the last prompt
+        self._distrusted = False  # set everything again, whatever the state says (`distrust`)
         self._lock = anyio.Lock()
 
     def check(self) -> None:
@@ -159,23 +160,34 @@ class GateWatch:
                 ", ".join(self.target.left(self.state)),
             )
 
+    def distrust(self) -> None:
+        """The agent may have left its asking state without saying so (a `switch_mode` tool
+        call, a tool that ran unasked): the next restore sets all of it again, whatever the
+        state says."""
+        self._distrusted = self.stale = True
+
     async def restore(self) -> None:
         """Put the asking state back if the agent left it; returns at once when it did not."""
         if not self.stale:
             return
         async with self._lock:
             left = self.target.left(self.state)
-            if not left:
+            force, self._distrusted = self._distrusted, False
+            if not left and not force:
                 self.stale = False
                 return
-            self.restores += 1
+            if left:
+                self.restores += 1
             if self.restores > MAX_RESTORES:
                 raise self._refused(f"it switched its approvals off again ({', '.join(left)})")
-            if not await self._set_back():
+            if not await self._set_back(force):
                 raise self._refused(
                     f"it did not go back to asking before tools ({self.target.describe()})"
                 )
             self.stale = False
+        if not left:
+            log.info("tool gate: set session %s of %s again", self.session_id, self.agent)
+            return
         restored = self.target.describe().removeprefix("asks before tools: ")
         log.warning(
             "tool gate: put session %s of %s back to %s (the agent had set %s)",
@@ -188,15 +200,16 @@ class GateWatch:
             SessionNotice(NoticeKind.GATE_RESTORED, detail=restored, previous=", ".join(left))
         )
 
-    async def _set_back(self) -> bool:
+    async def _set_back(self, force: bool) -> bool:
         target, state = self.target, self.state
-        if target.mode is not None and state.mode and state.mode != target.mode.id:
-            if await set_mode(self.call, self.session_id, state, target.mode):
+        mode = target.mode
+        if mode is not None and (force or (state.mode and state.mode != mode.id)):
+            if await set_mode(self.call, self.session_id, state, mode):
                 return False
         current = {option.option_id: option.current for option in state.config_options}
         for option in target.options:
             now = current.get(option.option_id)
-            if now and now != option.value:
+            if (force and now is not None) or (now and now != option.value):
                 if await set_option(self.call, self.session_id, state, option):
                     return False
         return True

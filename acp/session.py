@@ -178,6 +178,12 @@ class AcpSession:
             return ""
         return self.gate.target.describe()
 
+    def distrust_gate(self) -> None:
+        """The agent may have left its asking state unsaid (a `switch_mode` tool call, a tool
+        run unasked): it is set again before the next prompt, request or state frame."""
+        if self.gate is not None:
+            self.gate.distrust()
+
     async def restore_gate(self) -> None:
         """Put the approval state back if the agent left it. A refused restore stops the running
         turn and raises AcpToolGateUnroutable: the agent is refused for the conversation."""

@@ -275,6 +275,26 @@ async def test_a_flip_between_turns_is_put_back_before_the_next_prompt(
 
 
 @pytest.mark.anyio
+async def test_a_distrusted_gate_is_set_again_before_the_next_prompt(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    # what a `switch_mode` tool call or a tool run unasked leads to (acp/_turn.py's checks)
+    options = ("--modes", ",".join(GEMINI), "--current-mode", "default")
+    spec = agent_spec(fake_agent, workspace, *options, dialect="generic")
+    notices: list[SessionNotice] = []
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec, GatePlan(detect=True)) as client:
+            session = await client.open_session()
+            session.state.listen(notices.append)
+            assert not fake_agent.frames_in("session/set_mode")  # it started asking
+            session.distrust_gate()
+            await collect_turn(session, "hello")
+    frames = _inbound(fake_agent)
+    assert _position(frames, "session/set_mode") < _position(frames, "session/prompt")
+    assert notices == []  # nothing was seen to leave: nothing to tell
+
+
+@pytest.mark.anyio
 async def test_an_agent_that_will_not_go_back_to_asking_is_refused_and_the_tool_never_runs(
     fake_agent: FakeAgent, workspace: Path
 ) -> None:
