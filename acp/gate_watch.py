@@ -91,7 +91,13 @@ async def set_option(call: Call, session_id: str, state: SessionState, option: G
     """Set a gate option to its asking value: "" once the agent confirmed it (its answer lists
     the options, as the spec has it, or a notification since said so), else what went wrong."""
     reports = state.option_reports
-    params = {"sessionId": session_id, "configId": option.option_id, "value": wire_value(option)}
+    params: dict[str, Any] = {
+        "sessionId": session_id,
+        "configId": option.option_id,
+        "value": wire_value(option),
+    }
+    if option.boolean:  # the v1 schema tells a boolean value by its `type`
+        params["type"] = "boolean"
     reply = await call("session/set_config_option", params)
     if reply.error is not None:
         return REFUSED

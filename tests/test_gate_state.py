@@ -176,6 +176,35 @@ async def test_a_copilot_shaped_agent_starts_gated_by_its_permissions_option(
 
 
 @pytest.mark.anyio
+async def test_a_boolean_allow_all_option_is_set_false_with_a_boolean_and_watched(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    option = {"id": "autoApprove", "name": "Auto-approve", "type": "boolean", "currentValue": True}
+    flipped = {"update": {"sessionUpdate": "config_option_update", "configOptions": [option]}}
+    options = ("--modes", "default", "--config-json", json.dumps([option]))
+    spec = agent_spec(fake_agent, workspace, *options, dialect="generic")
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec, GatePlan(detect=True)) as client:
+            session = await client.open_session()
+            assert session.gate_line == "asks before tools: mode default, autoApprove false"
+            await collect_turn(session, script(flipped, {"chunk": "ok"}))
+            assert session.state.config_options[0].current == "false"
+    sets = [f["params"] for f in fake_agent.frames_in("session/set_config_option")]
+    assert (
+        sets
+        == [
+            {
+                "sessionId": session.session_id,
+                "configId": "autoApprove",
+                "value": False,
+                "type": "boolean",
+            }
+        ]
+        * 2
+    )  # at start, and after the agent's own switch
+
+
+@pytest.mark.anyio
 async def test_a_permissions_option_whose_asking_value_is_unknown_refuses_the_agent(
     fake_agent: FakeAgent, workspace: Path
 ) -> None:
