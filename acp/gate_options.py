@@ -45,6 +45,7 @@ _UNASKED_WORDS = frozenset(
         "trust",
         "trusted",
         "autoapprove",
+        "autoedit",
         "allowall",
         "trustall",
     }
@@ -56,6 +57,9 @@ _UNASKED_PAIRS = frozenset(
         ("auto", "approve"),
         ("auto", "approval"),
         ("auto", "accept"),
+        ("auto", "edit"),
+        ("auto", "edits"),
+        ("accept", "edits"),
         ("approve", "all"),
         ("accept", "all"),
         ("full", "access"),

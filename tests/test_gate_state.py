@@ -149,6 +149,7 @@ def test_which_agent_commands_switch_approvals_off() -> None:
     assert switches_approvals_off("dangerously-skip")
     assert switches_approvals_off("tools", "Enable all permissions: allow all tools")
     assert switches_approvals_off("approval-mode", args="yolo")
+    assert switches_approvals_off("approval-mode", args="auto-edit")  # Qwen Code's modes
     for name in ("review", "compress", "approval-mode", "model", "init", "tasks"):
         assert not switches_approvals_off(name), name
 
