@@ -40,7 +40,7 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
-from bot.approval_commands import withheld_commands
+from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
 from bot.cluster import RelayedEvent, open_cluster
@@ -263,6 +263,7 @@ class BotApp:
         ]
         for key in idle:
             runner = self.runners.pop(key)
+            remember_withheld(runner)
             runner.release()
             self.routing.let_go(key)
             if runner.agent_commands or runner.usage is not None or runner.menu_shown:

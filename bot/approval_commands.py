@@ -11,13 +11,28 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from acp import switches_approvals_off
 from bot.chat_runner import ChatRunner
-from surfaces.base import UserRef
+from surfaces.base import ConversationKey, UserRef
+from surfaces.bounded import BoundedMap
+
+# What each released conversation's session withheld: its next message may come before the
+# agent lists its commands again.
+_RELEASED: BoundedMap[ConversationKey, tuple[str, ...]] = BoundedMap(2000)
 
 
 def withheld_commands(runner: ChatRunner) -> tuple[str, ...]:
     """The commands the conversation's session listed that would switch approvals off."""
     session = runner.sessions.current
-    return session.state.withheld_commands if session is not None else ()
+    state = session.state if session is not None else None
+    if state is None or not (state.commands or state.withheld_commands):  # none listed yet
+        return _RELEASED.get(runner.key, ())
+    return state.withheld_commands
+
+
+def remember_withheld(runner: ChatRunner) -> None:
+    """Before an idle runner lets its session go: what it withheld stays refused."""
+    withheld = withheld_commands(runner)
+    if withheld:
+        _RELEASED.remember(runner.key, withheld)
 
 
 def approvals_off(name: str, args: str = "", withheld: Sequence[str] = ()) -> bool:

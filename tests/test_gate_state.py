@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,14 @@ from acp.types import ConfigChoice, ConfigOption
 from config import load_settings
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
+from tests.engine_helpers import (
+    CHAT,
+    ScriptedSurface,
+    engine_settings,
+    finished,
+    running_app,
+    wait_for,
+)
 from tests.fakes.telegram_api import FakeBotApi
 from tests.test_audit import records
 from tests.test_telegram import ALICE, serving, shows
@@ -489,3 +497,18 @@ async def test_through_telegram_an_approval_command_is_refused_and_a_flip_put_ba
         "configId": "allow_all",
         "value": "off",
     }
+
+
+@pytest.mark.anyio
+async def test_a_command_withheld_by_its_description_stays_refused_after_a_release(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface()
+    async with running_app(copilot_app(tmp_path, fake_agent), surface) as app:
+        await finished(surface.post(surface.message("alice", "hi")))
+        await wait_for(lambda: not app.runners[CHAT].running, "the turn's end")
+        app.release_idle(time.monotonic() + 60)
+        assert CHAT not in app.runners
+        await finished(surface.post(surface.message("bob", "/tools")))  # no session open yet
+    assert any(c.text.startswith(REFUSED.format("tools")) for c in surface.ops("send"))
+    assert fake_agent.prompt_texts() == ["hi"]
