@@ -31,6 +31,7 @@ from acp.content import (
     text_block,
 )
 from acp.cpu_share import describe_cpu_limits
+from acp.gate_options import switches_approvals_off
 from acp.runtime import (
     AcpRuntime,
     AcpSpawnFailed,
@@ -177,5 +178,6 @@ __all__ = [
     "redact_links",
     "resolve_executable",
     "resource_link_block",
+    "switches_approvals_off",
     "text_block",
 ]

@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -170,6 +170,7 @@ class PromptTurn:
         agent: str = "",
         observe: Callable[[str, Any], None] | None = None,
         warn: Callable[[str], None] | None = None,
+        restore_gate: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -200,6 +201,9 @@ class PromptTurn:
         # Given: warnings the agent injects into its reply stream go here as notices; they are
         # not the answer (nor activity, for the retry ladder).
         self.warn = warn
+        # The session's approval state put back (returns at once when it is in place): awaited
+        # before the prompt and after each state frame, so no tool follows a switch unrestored.
+        self.restore_gate = restore_gate
         self._echoes_errors = backend.name == "claude"
         self._echo: AcpEvent | None = None  # a chunk that may be the echo of the error to come
         self.text = GrowingText()  # what the agent wrote in this turn
@@ -283,6 +287,8 @@ class PromptTurn:
             drain_notifications(items, observe)
             items.clear()  # leftovers of an earlier turn (e.g. a late stop reason)
             inbox.take_now = self.take_text if on_text is not None else None
+            if self.restore_gate is not None:
+                await self.restore_gate()
             params = {"sessionId": self.session_id, "prompt": prompt_blocks(prompt)}
             self._request_id = await self.handle.send_request(
                 "session/prompt", params, _deliver_to(inbox)
@@ -301,6 +307,8 @@ class PromptTurn:
                         event = parse_update(item[2])
                         if event is None or event.kind in _STATE:
                             observe(method, item[2])
+                            if self.restore_gate is not None:
+                                await self.restore_gate()
                     else:
                         observe(method, item[2])
                         event = self._on_notification(method, item[2], structured)

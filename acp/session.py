@@ -34,22 +34,14 @@ from acp.client import (
 )
 from acp.client_methods import method_not_found
 from acp.content import PromptContent
+from acp.gate_watch import GateTarget, GateWatch, start_gate
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
 from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
 from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
-from acp.tool_gate import (
-    GatePlan,
-    ToolGateUnroutable,
-    choose_gate_mode,
-    confirms_mode,
-    current_mode,
-    describe_agent,
-    find_mode_switch,
-    warn_ungated,
-)
+from acp.tool_gate import GatePlan, describe_agent
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
     AcpEvent,
@@ -126,6 +118,8 @@ class AcpSession:
         self.turn: PromptTurn | None = None
         # Tools must ask first here: one that runs unasked is a gate violation (see PromptTurn).
         self.gated = False
+        # Keeps the agent's approval state in its asking one (None: nothing to keep).
+        self.gate: GateWatch | None = None
         self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
@@ -158,8 +152,53 @@ class AcpSession:
         return self.state.model
 
     def _take_between_turns(self, method: str, params: Any) -> bool:
-        self.state.apply(method, params)
+        self._observe(method, params)
         return True
+
+    def _observe(self, method: str, params: Any) -> None:
+        """A notification that may be state: read, and the approval state checked."""
+        self.state.apply(method, params)
+        if self.gate is not None:
+            self.gate.check()
+
+    def watch_gate(self, target: GateTarget | None) -> None:
+        """Keep this session in `target`'s asking state from now on."""
+        if target is None:
+            return
+        self.gated = True
+        self.gate = GateWatch(
+            target,
+            call=self.client.runtime.call,
+            state=self.state,
+            session_id=self.session_id,
+            agent=self.client.agent,
+        )
+        self.gate.check()  # what the agent said before we watched
+
+    @property
+    def gate_line(self) -> str:
+        """The tool gate as a person would say it ("" when Switchboard does not hold one)."""
+        if self.gate is None:
+            return ""
+        return self.gate.target.describe()
+
+    def distrust_gate(self) -> None:
+        """The agent may have left its asking state unsaid (a `switch_mode` tool call, a tool
+        run unasked): it is set again before the next prompt, request or state frame."""
+        if self.gate is not None:
+            self.gate.distrust()
+
+    async def restore_gate(self) -> None:
+        """Put the approval state back if the agent left it. A refused restore stops the running
+        turn and raises AcpToolGateUnroutable: the agent is refused for the conversation."""
+        if self.gate is None:
+            return
+        try:
+            await self.gate.restore()
+        except AcpToolGateUnroutable:
+            if self.turn is not None:
+                await self.turn.cancel()
+            raise
 
     @property
     def busy(self) -> bool:
@@ -185,6 +224,8 @@ class AcpSession:
         the other events, often straight from the frame reader (the cheap path for a busy bot).
         It must return at once; what it raises ends the turn."""
         client = self.client
+        if self.gate is not None:
+            self.gate.restores = 0  # a prompt between restores: the agent is not fighting us
         return PromptTurn(
             handle=client.runtime.handle,
             inbox=self.inbox,
@@ -200,8 +241,9 @@ class AcpSession:
             on_text=on_text,
             gated=self.gated and not client.backend.sandboxed_gate,
             agent=client.agent,
-            observe=self.state.apply,
+            observe=self._observe,
             warn=self.state.warn,
+            restore_gate=self.restore_gate if self.gate is not None else None,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -256,6 +298,8 @@ class AcpSession:
             state.legacy_model = model
         elif isinstance(result.get("configOptions"), list):
             state.absorb_result(result)  # the agent's word on every option, after the change
+            if self.gate is not None:
+                self.gate.check()  # a result that carries options: the gate's too
         else:
             state.chose(option.option_id, model)
 
@@ -294,8 +338,8 @@ class AcpClient(SessionResumption):
         # Sessions released while idle that the agent still holds, by id (see `reattach`).
         self.released: dict[str, _Released] = {}
         self._shapes: dict[_Released, _Released] = {}  # one shared record per distinct shape
-        # A session of this agent was put in its asking mode: a released one taken up again is.
-        self.gated = False
+        # What a session of this agent was put in to ask: a released one taken up again is.
+        self.gate_target: GateTarget | None = None
         # The modes each session's answers offered: a resumed session's answer may omit them.
         self.known_modes = KnownModes()
         # Sessions whose session/close is on its way: taking one up again waits for it.
@@ -443,7 +487,7 @@ class AcpClient(SessionResumption):
         else:
             state.legacy_models, state.legacy_model = record.legacy_models, model
         session = AcpSession(self, session_id, state, turns=1 if record.prompted else 0)
-        session.gated = self.gated
+        session.watch_gate(self.gate_target)
         self.sessions[session_id] = session
         return session
 
@@ -510,47 +554,26 @@ class AcpClient(SessionResumption):
         )
 
     async def _apply_gate(self, session: AcpSession, result: dict[str, Any]) -> None:
-        """Put the session in the mode that asks before tools and see the agent confirm it;
-        `session.gated` says afterwards whether unasked tool runs are violations."""
-        gate = self.gate
-        if not gate.enforced:
-            return
-        if not gate.needs_mode:
-            session.gated = True  # gated by its command line (kiro)
-            return
-        agent = self.agent
-        try:
-            mode = choose_gate_mode(agent, gate, result)
-        except ToolGateUnroutable as exc:
-            if not gate.allow_ungated:
-                raise AcpToolGateUnroutable(exc) from exc
-            warn_ungated(exc)
-            return
-        if current_mode(result) != mode.id:
-            switch = find_mode_switch(session.session_id, mode)
-            reports = session.state.mode_reports
-            reply = await self.runtime.call(switch.method, switch.params)
-            # Between turns the session's notifications are read into its state as they arrive:
-            # a mode report that came meanwhile is the agent's word on the switch.
-            reported = [session.state.mode] if session.state.mode_reports != reports else []
-            if reply.error is not None or not confirms_mode(switch, mode, reply.result, reported):
-                verb = "refused to switch" if reply.error is not None else "did not confirm"
-                raise AcpToolGateUnroutable(
-                    ToolGateUnroutable(
-                        agent,
-                        f"it {verb} to the session mode {mode.id!r}, the one that asks before "
-                        "every tool call",
-                        "check the agent's own settings for what blocks that mode",
-                    )
-                )
-            if session.state.mode != mode.id:  # confirmed by the answer alone (set_mode's `{}`)
-                session.state.now_in_mode(mode.id)
-        log.info("tool gate: session %s of %s is in mode %s", session.session_id, agent, mode.id)
-        session.gated = True
-        self.gated = True
+        """Put the session in its asking state (`acp.gate_watch.start_gate`) and watch it."""
+        target = await start_gate(
+            self.gate, self.agent, result, session.state, session.session_id, self.runtime.call
+        )
+        session.watch_gate(target)
+        if target is not None:
+            self.gate_target = target
 
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
-        if method != "session/request_permission":
+        asked = method == "session/request_permission"
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None:
+            try:
+                await session.restore_gate()  # no tool before the approval state is back
+            except AcpToolGateUnroutable as exc:
+                if asked:
+                    return RpcReply(result={"outcome": {"outcome": "cancelled"}})
+                return RpcReply(error={"code": -32603, "message": str(exc)})
+        if not asked:
             return await self.runtime.client_methods.answer(method, params, self._session_state)
         if not isinstance(params, dict):
             return method_not_found(method)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from acp._dispatch import parse_usage_update
 from acp.backends import Backend
 from acp.client import _acp_error_from
+from acp.gate_options import switches_approvals_off
 from acp.types import (
     AgentCommand,
     ConfigChoice,
@@ -117,6 +118,8 @@ def parse_config_options(raw: Any) -> tuple[ConfigOption, ...]:
                 break
             choices.append(choice)
         current = item.get("currentValue")
+        if isinstance(current, bool):  # a boolean option: kept as the words it is spoken in
+            current = "true" if current else "false"
         category = item.get("category")
         options.append(
             ConfigOption(
@@ -215,6 +218,7 @@ class SessionState:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.commands: tuple[AgentCommand, ...] = ()
+        self.withheld_commands: tuple[str, ...] = ()  # names: see `_listed`
         self.usage: UsageInfo | None = None
         self.credits: float | None = None
         self.config_options: tuple[ConfigOption, ...] = ()
@@ -224,6 +228,7 @@ class SessionState:
         # How many notifications reported the current mode (the tool gate reads one that came
         # after its switch as the agent's word, even when it names the mode it was in).
         self.mode_reports = 0
+        self.option_reports = 0  # config_option_update frames read (the gate's confirmations)
         self.title = ""
         # Told each new title (session_info_update) on the reader's stack: it must return at once.
         self.on_title: Callable[[str], None] | None = None
@@ -283,6 +288,10 @@ class SessionState:
         self._warned.add(detail)
         self._notice(SessionNotice(NoticeKind.AGENT_WARNING, detail=detail))
 
+    def tell(self, notice: SessionNotice) -> None:
+        """A notice of Switchboard's own about this session (the tool gate's)."""
+        self._notice(notice)
+
     def _notice(self, notice: SessionNotice) -> None:
         sink = self._on_notice
         if sink is None:
@@ -341,12 +350,13 @@ class SessionState:
             return
         variant = update.get("sessionUpdate")
         if variant == "available_commands_update":
-            self.commands = parse_commands(update.get("availableCommands"))
+            self._listed(parse_commands(update.get("availableCommands")))
         elif variant == "usage_update":
             self.usage = parse_usage_update(update)
         elif variant == "config_option_update":
             if isinstance(update.get("configOptions"), list):
                 self.config_options = parse_config_options(update["configOptions"])
+                self.option_reports += 1
                 if any(option.category == "mode" for option in self.config_options):
                     self.mode_reports += 1
         elif variant == "current_mode_update":
@@ -357,6 +367,16 @@ class SessionState:
         elif variant == "session_info_update":
             if "title" in update:
                 self._retitle(clean(update.get("title"), MAX_TITLE))
+
+    def _listed(self, commands: tuple[AgentCommand, ...]) -> None:
+        """The agent's command list: those that would switch its approvals off are withheld
+        (never offered in /help or a menu, refused when typed: approvals are Switchboard's)."""
+        self.commands = tuple(
+            c for c in commands if not switches_approvals_off(c.name, c.description)
+        )
+        self.withheld_commands = tuple(
+            c.name for c in commands if switches_approvals_off(c.name, c.description)
+        )
 
     def _retitle(self, title: str) -> None:
         if title == self.title:
@@ -370,7 +390,7 @@ class SessionState:
 
     def _apply_kiro(self, method: str, params: dict[str, Any]) -> None:
         if method == "_kiro.dev/commands/available":
-            self.commands = parse_commands(params.get("commands"))
+            self._listed(parse_commands(params.get("commands")))
         elif method == "_kiro.dev/metadata":
             self._kiro_metadata(params)
         elif method == "_kiro.dev/compaction/status":

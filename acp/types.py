@@ -359,6 +359,8 @@ class NoticeKind(StrEnum):
     MCP_FAILED = "mcp_failed"
     AGENT_SWITCHED = "agent_switched"
     AGENT_WARNING = "agent_warning"  # a warning it put into its reply stream, in `detail`
+    # The agent left its asking state (`previous`); Switchboard put back `detail` (tool gate).
+    GATE_RESTORED = "gate_restored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,3 +373,4 @@ class SessionNotice:
     link: str = ""
     detail: str = ""  # a failure's sentence, or the agent switched to
     transient: bool = False
+    previous: str = ""  # GATE_RESTORED: what the agent had set

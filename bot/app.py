@@ -40,6 +40,7 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
+from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
 from bot.cluster import RelayedEvent, open_cluster
@@ -262,6 +263,7 @@ class BotApp:
         ]
         for key in idle:
             runner = self.runners.pop(key)
+            remember_withheld(runner)
             runner.release()
             self.routing.let_go(key)
             if runner.agent_commands or runner.usage is not None or runner.menu_shown:
@@ -322,7 +324,10 @@ class BotApp:
             return False
         runner = self.runner(surface, event.key)
         parsed = parse_command(
-            surface.capabilities.command_prefixes, event.text, runner.agent_commands
+            surface.capabilities.command_prefixes,
+            event.text,
+            runner.agent_commands,
+            withheld_commands(runner),
         )
         if parsed is not None and parsed.command.handler is not None:
             with runner.held():

@@ -31,6 +31,7 @@ from acp import (
     AgentCommand,
     AgentFile,
     EventKind,
+    NoticeKind,
     PendingPermission,
     SessionNotice,
     UsageInfo,
@@ -225,9 +226,24 @@ class ChatRunner:
         at a time, in the app's task group."""
         prefix = self.surface.capabilities.command_prefixes[0]
         self._notices.append(session_notice_text(notice, self.last_requester, prefix))
+        if notice.kind is NoticeKind.GATE_RESTORED:
+            self.services.spawn(lambda: self._audit_gate_restored(notice))
         if not self._telling:
             self._telling = True
             self.services.spawn(self._tell_notices)
+
+    async def _audit_gate_restored(self, notice: SessionNotice) -> None:
+        """The agent switched its approvals off and Switchboard put them back: on the record,
+        against the person whose message started the latest turn here."""
+        who = self.last_requester
+        await self.services.audit.refused(
+            self.key.surface,
+            who.id if who is not None else "",
+            "agent switched approvals off",
+            conversation=str(self.key),
+            agent_set=notice.previous,
+            restored=notice.detail,
+        )
 
     async def _tell_notices(self) -> None:
         try:

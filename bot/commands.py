@@ -21,6 +21,7 @@ from acp import AGENT_ERRORS
 from bot.access import Role
 from bot.agent_commands import compact, learn_agent_commands, mode_label, model_label
 from bot.agent_sessions import AgentTarget
+from bot.approval_commands import approvals_off, refusal
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
 from bot.projects import Project
@@ -84,6 +85,8 @@ async def _status(runner: ChatRunner, args: str) -> str:
     state = session.state if session is not None else None
     if state is not None and state.mode:
         lines.append(f"Mode: {mode_label(state)}")
+    if session is not None and session.gate_line:
+        lines.append(f"Tool gate: {session.gate_line}")
     if state is not None and state.title:
         lines.append(f"Title: {state.title}")
     if runner.running:
@@ -410,19 +413,22 @@ class ParsedCommand:
 
 
 def parse_command(
-    prefixes: Sequence[str], text: str, agent_commands: Sequence[str] = ()
+    prefixes: Sequence[str],
+    text: str,
+    agent_commands: Sequence[str] = (),
+    withheld: Sequence[str] = (),
 ) -> ParsedCommand | None:
     """Our command, or the agent's own spelled with this surface's prefix (`!review` for the
     agent's /review: `agent_commands` are the names it listed), or None (plain text, or another
-    slash command for the agent)."""
+    slash command for the agent). An agent command that would switch its approvals off (by its
+    name and arguments, or one of `withheld`) is answered by a refusal instead."""
     stripped = text.strip()
     for prefix in prefixes:
         if stripped.startswith(prefix * 2):  # the agent's own, even when named like ours
             match = _RE_COMMAND.match(stripped[2 * len(prefix) :])
             if match is None:
                 return None
-            agents = Command(match.group(1), "the agent's own command")
-            return ParsedCommand(agents, (match.group(2) or "").strip())
+            return _agents(match.group(1), (match.group(2) or "").strip(), withheld)
         if stripped.startswith(prefix):
             match = _RE_COMMAND.match(stripped[len(prefix) :])
             if match is None:
@@ -432,11 +438,21 @@ def parse_command(
             if command is COMPACT and any(n.lower() == COMPACT.name for n in agent_commands):
                 command = AGENTS_COMPACT  # sent on as typed
             if command is None:
-                if prefix != "/" and match.group(1) in agent_commands:
-                    return ParsedCommand(Command(match.group(1), "the agent's own command"), args)
+                name = match.group(1)
+                if approvals_off(name, args, withheld):
+                    return _agents(name, args, withheld)
+                if prefix != "/" and name in agent_commands:
+                    return _agents(name, args, withheld)
                 return None
             return ParsedCommand(command, args)
     return None
+
+
+def _agents(name: str, args: str, withheld: Sequence[str]) -> ParsedCommand:
+    """The agent's command `name`, or the refusal of one that would switch approvals off."""
+    if approvals_off(name, args, withheld):
+        return ParsedCommand(Command(name, "refused", handler=refusal(name, asker)), args)
+    return ParsedCommand(Command(name, "the agent's own command"), args)
 
 
 async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | None = None) -> None:
@@ -466,6 +482,8 @@ def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> st
         lines.append(f"(each also works with {others} instead of {prefix})")
     shown = []
     for name in agent_commands:
+        if approvals_off(name):
+            continue  # never sent on: approvals are Switchboard's to manage
         ours = _BY_NAME.get(name.lower())
         if ours is None:  # in the surface's spelling (Slack turns `!name` into `/name`)
             shown.append(f"{prefix}{name}")

@@ -107,6 +107,11 @@ def session_notice_text(notice: SessionNotice, requester: UserRef | None, prefix
         return f"The agent could not start the MCP server {server}{reason}."
     if kind is NoticeKind.AGENT_WARNING:
         return f"The agent warns: {notice.detail}"
+    if kind is NoticeKind.GATE_RESTORED:
+        return (
+            f"The agent switched its approvals off ({notice.previous}), so Switchboard put them "
+            f"back ({notice.detail}): approvals are Switchboard's to manage."
+        )
     if notice.detail:
         return f"The agent switched to {notice.detail}."
     return "The agent switched to another agent configuration."

@@ -1717,6 +1717,36 @@ def _v1_install() -> None:
 
 
 # ---- end of the ACP v1 extras ------------------------------------------------------------------
+# ----------------------------------------------------------------------------- boolean options
+# (issue 22, the agent's approval state.) A `--config-json` option of `"type": "boolean"` is set
+# by session/set_config_option with `"type": "boolean"` and a JSON boolean `value` (the v1
+# schema), answered with every option; any other value for it is invalid params.
+
+
+def _boolean_install() -> None:
+    plain = REQUEST_HANDLERS["session/set_config_option"]
+
+    def handler(rid: Any, params: dict[str, Any]) -> None:
+        sess = _get_session(params) if ARGS.config_json is not None else None
+        option = next(
+            (
+                o
+                for o in (_extra_options(sess.id) if sess is not None else [])
+                if o.get("id") == params.get("configId") and o.get("type") == "boolean"
+            ),
+            None,
+        )
+        if sess is None or option is None:
+            plain(rid, params)
+            return
+        value = params.get("value")
+        if params.get("type") != "boolean" or not isinstance(value, bool):
+            reply_error(rid, invalid_params(f"{option['id']} takes a boolean value"))
+            return
+        option["currentValue"] = value
+        reply(rid, {"configOptions": _extra_options(sess.id)})
+
+    REQUEST_HANDLERS["session/set_config_option"] = handler
 
 
 # ----------------------------------------------------------------------------- startup
@@ -1822,6 +1852,7 @@ def main(argv: list[str]) -> None:
     _files_install()  # prompt content extras
     _list_install()  # session list extras
     _v1_install()  # ACP v1 extras
+    _boolean_install()  # boolean options
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)
