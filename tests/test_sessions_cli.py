@@ -135,7 +135,9 @@ def test_an_agent_that_cannot_load_sessions_cannot_resume_one(
     chat(fake_agent, ["one", "/new", "two"], agent_opts=opts)
     first, _ = created(fake_agent)
     result = chat(fake_agent, [f"/resume {first}"], agent_opts=opts)
-    assert "The agent cannot take earlier sessions up again, so none can be resumed." in result.stdout
+    assert (
+        "The agent cannot take earlier sessions up again, so none can be resumed." in result.stdout
+    )
     assert fake_agent.frames_in("session/load") == []
 
 
