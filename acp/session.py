@@ -17,6 +17,7 @@ from typing import Any
 
 from acp._dispatch import parse_permission_request
 from acp._turn import PromptTurn, drain_notifications
+from acp.approval_cover import ApprovalCover, ClientAction
 from acp.backends import Backend
 from acp.client import (
     AcpAuthRequired,
@@ -30,7 +31,7 @@ from acp.client import (
     _says_sign_in_needed,
     sign_in_advice,
 )
-from acp.client_methods import method_not_found
+from acp.client_methods import Authorize, method_not_found
 from acp.content import PromptContent
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
@@ -47,7 +48,6 @@ from acp.tool_gate import (
     warn_ungated,
 )
 from acp.types import (
-    PERMISSION_ALLOW_ALWAYS,
     AcpEvent,
     AgentSessionInfo,
     ConfigOption,
@@ -56,6 +56,7 @@ from acp.types import (
     SessionCapabilities,
     TerminalActivity,
 )
+from acp.workspace_files import ClientRequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class AcpSession:
         self.turn: PromptTurn | None = None
         # Tools must ask first here: one that runs unasked is a gate violation (see PromptTurn).
         self.gated = False
+        self.cover = ApprovalCover()  # what `allow_always` answers allowed in this session
         self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
@@ -198,6 +200,8 @@ class AcpSession:
             agent=client.agent,
             observe=self.state.apply,
             warn=self.state.warn,
+            cover=self.cover,
+            workspace=client.runtime.spec.workspace,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -542,9 +546,24 @@ class AcpClient:
         session.gated = True
         self.gated = True
 
+    @property
+    def _authorize(self) -> Authorize | None:
+        """The gate on the agent's writes and commands (None: the operator turned it off)."""
+        if not self.gate.enforced or self.gate.allow_ungated:
+            return None
+        return self._authorize_in_turn
+
+    async def _authorize_in_turn(self, session_id: str, action: ClientAction) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or session.turn is None:  # checked before: the turn just ended
+            raise ClientRequestRefused(action.method, "the session is not running a prompt turn")
+        await session.turn.authorize(action)
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
         if method != "session/request_permission":
-            return await self.runtime.client_methods.answer(method, params, self._session_state)
+            return await self.runtime.client_methods.answer(
+                method, params, self._session_state, self._authorize
+            )
         if not isinstance(params, dict):
             return method_not_found(method)
         request = parse_permission_request(params)
@@ -561,10 +580,4 @@ class AcpClient:
                 pending.withdraw()
         if answer is None:
             return RpcReply(result={"outcome": {"outcome": "cancelled"}})
-        chosen = next((o for o in request.options if o.option_id == answer), None)
-        if chosen is not None and chosen.kind == PERMISSION_ALLOW_ALWAYS and session is not None:
-            # The agent may now run such tools unasked, as the person allowed, in a scope only
-            # the agent knows: unasked runs in this session are no violations any more.
-            log.info("allowed always in session %s: the tool gate stands down", request.session_id)
-            session.gated = turn.gated = False
         return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})

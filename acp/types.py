@@ -79,8 +79,6 @@ class RefusalInfo:
     recommended_model: str = ""
 
 
-# Tool kinds that change something: one of these run unasked while the gate holds is a violation.
-CHANGING_TOOL_KINDS = frozenset({"edit", "execute", "delete", "move"})
 DIFF_PREVIEW_LINES = 8
 
 
