@@ -41,7 +41,14 @@ from acp.types import (
     PermissionRequest,
     ToolCall,
 )
-from acp.workspace_files import INVALID_PARAMS, ClientRequestRefused, read_text_file, shown
+from acp.workspace_files import (
+    INVALID_PARAMS,
+    ClientRequestRefused,
+    beneath_parts,
+    confine,
+    read_text_file,
+    shown,
+)
 
 SPEC_TOOL_KINDS = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
@@ -56,6 +63,7 @@ _FITS = {
     "terminal/create": frozenset({"execute", "other"}),
     "fs/write_text_file": frozenset({"edit", "delete", "move", "other"}),
 }
+_WRITE = "fs/write_text_file"
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ash", "ksh", "fish"})
 _SHELL_SCRIPT_FLAGS = frozenset({"-c", "-lc", "-ic", "-ec", "-xc", "-cl"})
 _PATH_KEYS = ("path", "file_path", "filePath", "abs_path", "absolute_path", "target", "destination")
@@ -111,7 +119,7 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def terminal_action(params: dict[str, Any], serial: int) -> ClientAction:
+def terminal_action(workspace: Path, params: dict[str, Any], serial: int) -> ClientAction:
     method = "terminal/create"
     command, args, env = params.get("command"), params.get("args") or [], params.get("env") or []
     if not isinstance(command, str) or not command.strip():
@@ -134,8 +142,8 @@ def terminal_action(params: dict[str, Any], serial: int) -> ClientAction:
         forms = [f"{prefix} {form}" for form in forms]
     line = _words(f"{prefix} {program}")
     raw: dict[str, Any] = {"command": line}
-    if isinstance(params.get("cwd"), str):
-        raw["cwd"] = params["cwd"]
+    if params.get("cwd") is not None:  # refused here, as the terminal would be, when outside
+        raw["cwd"] = str(confine(method, workspace, params["cwd"]))
     tool = ToolCall(
         f"switchboard-unasked-{serial}",
         title="Run a command the agent did not ask about",
@@ -147,7 +155,7 @@ def terminal_action(params: dict[str, Any], serial: int) -> ClientAction:
 
 
 async def write_action(workspace: Path, params: dict[str, Any], serial: int) -> ClientAction:
-    method = "fs/write_text_file"
+    method = _WRITE
     path, content = params.get("path"), params.get("content")
     if not isinstance(path, str) or not os.path.isabs(path):
         raise ClientRequestRefused(method, "path must be an absolute path", code=INVALID_PARAMS)
@@ -172,10 +180,12 @@ async def write_action(workspace: Path, params: dict[str, Any], serial: int) -> 
 
 
 def _placed(workspace: Path, path: str) -> tuple[str, str]:
-    """The path written, normalised, and as the person knows it (relative to the workspace)."""
-    path = os.path.normpath(path)
-    inside = path.startswith(str(workspace).rstrip("/") + "/")
-    return path, os.path.relpath(path, workspace) if inside else path
+    """The path written, normalised, and as the person knows it (relative to the workspace).
+    A path outside the workspace is refused here, as the write would be: no card for it."""
+    relative = os.path.normpath("/".join(beneath_parts(_WRITE, workspace, path)) or ".")
+    if relative == ".." or relative.startswith("../"):
+        raise ClientRequestRefused(_WRITE, f"path {shown(path)!r} is outside the workspace")
+    return os.path.normpath(os.path.join(workspace, relative)), relative
 
 
 async def _current_text(workspace: Path, path: str) -> str | None:

@@ -78,7 +78,7 @@ class ClientMethods:
     async def _action(self, method: str, params: dict[str, Any]) -> ClientAction:
         self._unasked += 1
         if method == "terminal/create":
-            return terminal_action(params, self._unasked)
+            return terminal_action(self.workspace, params, self._unasked)
         return await write_action(self.workspace, params, self._unasked)
 
     async def answer(

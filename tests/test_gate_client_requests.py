@@ -255,3 +255,22 @@ async def test_named_kinds_that_change_nothing_run_unasked(
     prompt = script(_tool_call(kind), _status("in_progress"), _status("completed"), {"chunk": "ok"})
     assert "ok" in await _turns(fake_agent, workspace, [prompt], Person("allow_once"))
     assert not fake_agent.frames_in("session/cancel")
+
+
+@pytest.mark.anyio
+async def test_a_request_that_would_be_refused_anyway_shows_no_card(
+    fake_agent: FakeAgent, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    person = Person("allow_once")
+    away = {"command": "touch", "args": ["x"], "cwd": str(outside)}
+    prompt = script(
+        _write(outside / "x.txt", "x"),
+        {"request": {"method": "terminal/create", "params": away}},
+        _write(workspace / ".." / "escape.txt", "x"),
+    )
+    said = await _turns(fake_agent, workspace, [prompt], person)
+    assert not person.cards and not list(outside.iterdir())
+    errors = [reply["error"]["message"] for reply in _replies(said)]
+    assert len(errors) == 3 and all("outside the workspace" in e for e in errors)
