@@ -137,3 +137,28 @@ async def test_telegram_tells_the_chat_when_a_tool_ran_unasked(
         await wait_for(shows(api, ALICE.id, sentence), "the violation sentence", 15)
     assert "too late" not in api.chat_text(ALICE.id)
     assert fake_agent.frames_in("session/cancel")
+
+
+def test_after_a_violation_the_next_message_loads_the_session_into_its_asking_mode(
+    cli_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    described = {"accept-edits": "Edits files without asking", "ask": "Asks before every tool"}
+    command = fake_agent.command(
+        "--modes",
+        ",".join(described),
+        "--mode-descriptions",
+        json.dumps(described),
+        dialect="generic",
+    )
+    lines = "".join(f"{line}\n" for line in (_kindless_running(), "hello"))
+    argv = ("chat", "--agent", "generic", "--agent-command", command)
+    result = _cli(cli_env, tmp_path, *argv, stdin=lines)
+    assert result.returncode == 0, result.stderr
+    assert "without asking for approval" in result.stdout and "Echo: hello" in result.stdout
+    assert len(fake_agent.frames_in("session/load")) == 1
+    switches = [f["params"]["modeId"] for f in fake_agent.frames_in("session/set_mode")]
+    # set after session/new; the load's answer says `ask`, which the gate takes as confirmed
+    assert switches == ["ask"]
+    loaded = fake_agent.frames_in("session/load")[0]
+    prompts = fake_agent.frames_in("session/prompt")
+    assert fake_agent.frames_in().index(loaded) < fake_agent.frames_in().index(prompts[-1])
