@@ -236,6 +236,7 @@ class PromptTurn:
             if answer is None:
                 why = "the turn ended before anyone allowed it"
             raise ClientRequestRefused(action.method, why)
+        self.approvals.allowed_unasked(action)
 
     async def _ask(self, pending: PendingPermission) -> str | None:
         if self.cancel_sent:
@@ -299,6 +300,8 @@ class PromptTurn:
                     kind = event.kind
                     if kind is _TEXT and event.message_id != self._message_id:
                         event = self._separated(event)
+                    if self.approvals.suspects and kind in _CONTENT:
+                        await self._judge(event.tool.tool_call_id if event.tool else None)
                     if self._echo is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
                         for echo in self._echo_was_output():
@@ -344,8 +347,10 @@ class PromptTurn:
                 elif tag == "p":
                     for echo in self._echo_was_output():  # a permission: the echo was output
                         yield echo
+                    asked: PendingPermission = item[1]
+                    await self._judge(asked.request.tool.tool_call_id, unasked=asked.unasked)
                     started = time.monotonic()
-                    self.approvals.detail(item[1])
+                    self.approvals.detail(asked)
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
                         deadline += time.monotonic() - started
@@ -353,6 +358,7 @@ class PromptTurn:
                     reply: RpcReply = item[1]
                     if timed_out:
                         raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
+                    await self._judge()
                     if reply.error is None:
                         for echo in self._echo_was_output():
                             yield echo
@@ -411,6 +417,11 @@ class PromptTurn:
             self.release(self)
 
     # ---- tool calls and the gate ---------------------------------------------------------------
+    async def _judge(self, next_tool: str | None = None, *, unasked: bool = False) -> None:
+        suspect = self.approvals.judge(next_tool, unasked) if self.gated else None
+        if suspect is not None:
+            await self._stop_for_violation(suspect)
+
     async def _check_tool(self, tool: ToolCall) -> None:
         if self.gated and self.approvals.violates(tool):
             await self._stop_for_violation(tool)
@@ -459,6 +470,8 @@ class PromptTurn:
         switch and a pass through the generators above `run`. Anything that needs `run`'s state
         machine (other updates, a chunk to hold back, the kiro idle line) is left queued."""
         if method != "session/update" or self._system_error or self._echo is not None:
+            return False
+        if self.approvals.suspects:  # a chunk now judges them: `run` does
             return False
         update = params.get("update") if type(params) is dict else None
         if type(update) is not dict or update.get("sessionUpdate") != "agent_message_chunk":

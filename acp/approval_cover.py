@@ -16,10 +16,15 @@ command, later commands that start with the one allowed; for an edit, delete or 
 writes. Nothing else covers a request: Switchboard then asks the person itself, with the same
 card (`unasked_request`), and runs it only if allowed.
 
-A reported tool call is checked as it reaches `in_progress` or `completed` (`violates`): while
-the gate holds, one whose kind changes things (edit, delete, move, execute, fetch), is missing,
-or is not a kind the spec names, with no person's approval (this turn's `allow_*` answer for its
-id, or a standing rule of its kind), is a violation. `read`, `search`, `think`, `switch_mode` and
+A reported tool call is checked as it reaches `in_progress` or `completed`: while the gate holds,
+one whose kind changes things (edit, delete, move, execute, fetch), is missing, or is not a kind
+the spec names, with no person's approval (this turn's `allow_*` answer for its id, or a standing
+rule of its kind), is a violation (`violates`) — at once when it completes. Some agents report
+`in_progress` first and ask right after (opencode does), so a call `in_progress` that nobody was
+asked about is judged by what the agent does next (`judge`): its own permission request, or
+Switchboard's card for a command or write it makes through us, clears it (a card the person
+allows then approves the running calls it fits); any other output, another tool's request or the
+end of the turn makes it a violation. `read`, `search`, `think`, `switch_mode` and
 `other` are named kinds that do not change anything by themselves; a command or write an `other`
 tool makes still passes the request check above."""
 
@@ -108,7 +113,7 @@ class ClientAction:
 
     def unasked_request(self, session_id: str) -> PendingPermission:
         """The permission Switchboard asks itself, the way an agent's request is asked."""
-        return PendingPermission(PermissionRequest(session_id, self.tool, _OPTIONS))
+        return PendingPermission(PermissionRequest(session_id, self.tool, _OPTIONS), unasked=True)
 
 
 def _strings(value: Any) -> list[str]:
@@ -261,6 +266,7 @@ class TurnApprovals:
         self.tools: dict[str, ToolCall] = {}
         self.asked: set[str] = set()
         self.allowed: dict[str, ToolCall] = {}  # by id: what the person saw when allowing it
+        self.suspects: dict[str, ToolCall] = {}  # running, nobody asked yet: see `judge`
 
     def known(self, tool: ToolCall) -> ToolCall:
         """The call with everything its earlier updates said (an update is a patch)."""
@@ -274,6 +280,7 @@ class TurnApprovals:
         title, kind, input and diff in earlier updates and only the id in the request."""
         request = pending.request
         self.asked.add(request.tool.tool_call_id)
+        self.suspects.pop(request.tool.tool_call_id, None)
         earlier = self.tools.get(request.tool.tool_call_id)
         if earlier is not None:
             pending.request = PermissionRequest(
@@ -293,12 +300,39 @@ class TurnApprovals:
 
     def violates(self, tool: ToolCall) -> bool:
         """A tool that runs unapproved (see the module's docstring); the gate must hold."""
-        return (
+        tool_id = tool.tool_call_id
+        if not (
             tool.status in _RUNNING
             and gated_kind(tool.kind)
-            and tool.tool_call_id not in self.allowed
+            and tool_id not in self.allowed
             and tool.kind not in self.cover.kinds
-        )
+        ):
+            self.suspects.pop(tool_id, None)
+            return False
+        if tool.status == "completed":
+            return True
+        if tool_id not in self.asked:
+            self.suspects[tool_id] = tool
+        return False
+
+    def judge(self, next_tool: str | None = None, unasked: bool = False) -> ToolCall | None:
+        """What the agent does next, with calls running that nobody was asked about: the suspect
+        that is a violation now, if any. `next_tool`: the id of the tool call the next item is
+        about (a permission request, or an update), `unasked`: it is Switchboard's own card."""
+        if not self.suspects or unasked:
+            return None
+        if next_tool is not None and next_tool in self.suspects:
+            return None  # its own request or update: `violates` or `detail` decides
+        return next(iter(self.suspects.values()))
+
+    def allowed_unasked(self, action: ClientAction) -> None:
+        """A person allowed Switchboard's card for `action`: the running calls it fits (that
+        nobody asked about) made it, approved with it."""
+        for tool_id, tool in list(self.tools.items()):
+            if tool.status in _DONE or tool_id in self.allowed or not _fits(action, tool.kind):
+                continue
+            self.allowed[tool_id] = tool
+            self.suspects.pop(tool_id, None)
 
     def covering(self, action: ClientAction) -> str | None:
         """What covers the request: the allowed tool call's id, "always", or None."""

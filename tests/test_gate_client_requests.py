@@ -229,12 +229,46 @@ async def test_a_tool_running_unapproved_with_a_changing_missing_or_unknown_kind
     fake_agent: FakeAgent, workspace: Path, kind: str | None
 ) -> None:
     prompt = script(
-        _tool_call(kind, title="Mystery"), _status("in_progress"), {"sleep": 5}, {"chunk": "late"}
+        _tool_call(kind, title="Mystery"), _status("in_progress"), {"chunk": "meanwhile"}
     )
     with pytest.raises(AcpGateViolation) as caught:
         await _turns(fake_agent, workspace, [prompt], Person("allow_once"))
     assert "ran a tool (Mystery) without asking for approval" in caught.value.text
+    assert "meanwhile" not in caught.value.partial_output
     assert fake_agent.frames_in("session/cancel")
+
+
+@pytest.mark.anyio
+async def test_a_tool_reported_running_then_asked_for_is_no_violation(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    """opencode reports `in_progress` and asks right after; allowed, it completes."""
+    asked = {"permission": {"toolCall": {"toolCallId": "c1"}}}
+    prompt = script(
+        _tool_call("execute", title="echo hi"),
+        _status("in_progress"),
+        asked,
+        _status("completed"),
+        {"chunk": "ok"},
+    )
+    assert "ok" in await _turns(fake_agent, workspace, [prompt], Person("allow_once"))
+    assert not fake_agent.frames_in("session/cancel")
+
+
+@pytest.mark.anyio
+async def test_a_running_kindless_tool_whose_command_the_person_allows_on_our_card_may_complete(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    person = Person("allow_once")
+    prompt = script(
+        _tool_call(status="in_progress"),
+        *_terminal("touch ran.txt"),
+        _status("completed"),
+        {"chunk": "ok"},
+    )
+    assert "ok" in await _turns(fake_agent, workspace, [prompt], person)
+    assert len(person.cards) == 1 and (workspace / "ran.txt").exists()
+    assert not fake_agent.frames_in("session/cancel")
 
 
 @pytest.mark.anyio

@@ -34,7 +34,7 @@ def _unasked_terminal(marker: str) -> str:
 
 def _kindless_running() -> str:
     running = {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "in_progress"}
-    return script(KINDLESS, {"update": running}, {"sleep": 5}, {"chunk": "too late"})
+    return script(KINDLESS, {"update": running}, {"chunk": "too late"})
 
 
 def _cli(
