@@ -100,12 +100,12 @@ def _holds(shown_text: str, wanted: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ClientAction:
-    """One mutating client request as a person would approve it: `line` is the command line
-    (with the environment it sets) or "" for a write, `forms` what an approval must have shown
-    of it, `path` the file written, `tool` the card's tool when Switchboard asks itself."""
+    """One mutating client request as a person would approve it: `forms` what an approval
+    must have shown of a command (its line with the environment it sets, or its `sh -c`
+    script), `path` / `relative` the file written, `tool` the card's tool when Switchboard asks
+    itself (the command line, or the file and a diff of the change)."""
 
     method: str
-    line: str
     forms: tuple[str, ...]
     path: str
     relative: str
@@ -140,8 +140,9 @@ def terminal_action(workspace: Path, params: dict[str, Any], serial: int) -> Cli
     ]
     program = " ".join([command, *args])
     forms = [program]
-    if Path(command).name in _SHELLS and len(args) >= 2 and args[-2] in _SHELL_SCRIPT_FLAGS:
-        forms.append(args[-1])  # `sh -c SCRIPT`: the agent's card shows the script
+    if Path(command).name in _SHELLS and len(args) == 2 and args[0] in _SHELL_SCRIPT_FLAGS:
+        # `sh -c SCRIPT` and nothing else (no rc file, no options): the card shows the script
+        forms.append(args[1])
     prefix = " ".join(assigned)
     if prefix:  # what the command runs with must have been shown too
         forms = [f"{prefix} {form}" for form in forms]
@@ -156,7 +157,7 @@ def terminal_action(workspace: Path, params: dict[str, Any], serial: int) -> Cli
         status="pending",
         raw_input=raw,
     )
-    return ClientAction(method, line, tuple(_words(f) for f in forms if f.strip()), "", "", tool)
+    return ClientAction(method, tuple(_words(f) for f in forms if f.strip()), "", "", tool)
 
 
 async def write_action(workspace: Path, params: dict[str, Any], serial: int) -> ClientAction:
@@ -181,7 +182,7 @@ async def write_action(workspace: Path, params: dict[str, Any], serial: int) -> 
         locations=(shown(path),),
         diffs=diffs,
     )
-    return ClientAction(method, "", (), path, relative, tool)
+    return ClientAction(method, (), path, relative, tool)
 
 
 def _placed(workspace: Path, path: str) -> tuple[str, str]:

@@ -308,3 +308,17 @@ async def test_a_request_that_would_be_refused_anyway_shows_no_card(
     assert not person.cards and not list(outside.iterdir())
     errors = [reply["error"]["message"] for reply in _replies(said)]
     assert len(errors) == 3 and all("outside the workspace" in e for e in errors)
+
+
+@pytest.mark.anyio
+async def test_a_shell_with_options_besides_its_script_is_not_covered_by_the_script_alone(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    (workspace / "rc").write_text("touch ran.txt\n")
+    person = Person("allow_once", "reject_once")
+    tool = _tool_call("execute", rawInput={"command": "true"}, title="true")
+    asked = {"permission": {"toolCall": {"toolCallId": "c1"}}}
+    with_rc = {"command": "bash", "args": ["--rcfile", "rc", "-i", "-c", "true"]}
+    prompt = script(tool, asked, {"request": {"method": "terminal/create", "params": with_rc}})
+    await _turns(fake_agent, workspace, [prompt], person)
+    assert len(person.cards) == 2 and not (workspace / "ran.txt").exists()
