@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from acp.types import (
     PromptCapabilities,
     SessionCapabilities,
     TerminalActivity,
+    ToolCall,
 )
 from acp.workspace_files import ClientRequestRefused
 
@@ -124,6 +125,8 @@ class AcpSession:
         # Tools must ask first here: one that runs unasked is a gate violation (see PromptTurn).
         self.gated = False
         self.cover = ApprovalCover()  # what `allow_always` answers allowed in this session
+        # The mode watcher's hook: awaited in the turn when a `switch_mode` tool call completes.
+        self.on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = None
         self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
@@ -202,6 +205,7 @@ class AcpSession:
             warn=self.state.warn,
             cover=self.cover,
             workspace=client.runtime.spec.workspace,
+            on_switch_mode=self.on_switch_mode,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:

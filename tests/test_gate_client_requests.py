@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from acp import AcpGateViolation, GatePlan, PendingPermission, PermissionRequest
+from acp import AcpGateViolation, GatePlan, PendingPermission, PermissionRequest, ToolCall
 from bot.permissions import approval_prompt
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
@@ -322,3 +322,22 @@ async def test_a_shell_with_options_besides_its_script_is_not_covered_by_the_scr
     prompt = script(tool, asked, {"request": {"method": "terminal/create", "params": with_rc}})
     await _turns(fake_agent, workspace, [prompt], person)
     assert len(person.cards) == 2 and not (workspace / "ran.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_completed_switch_mode_tool_call_calls_the_mode_watchers_hook_in_the_turn(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    seen: list[str] = []
+
+    async def recheck(tool: ToolCall) -> None:
+        seen.append(tool.tool_call_id)
+
+    prompt = script(_tool_call("switch_mode"), _status("completed"), {"chunk": "ok"})
+    spec = agent_spec(fake_agent, workspace)
+    with anyio.fail_after(WAIT):
+        async with open_test_client(spec, GatePlan()) as client:
+            session = await client.open_session()
+            session.on_switch_mode = recheck
+            events = await collect_turn(session, prompt)
+    assert seen == ["c1"] and "ok" in texts(events)
