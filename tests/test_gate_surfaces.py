@@ -162,3 +162,19 @@ def test_after_a_violation_the_next_message_loads_the_session_into_its_asking_mo
     loaded = fake_agent.frames_in("session/load")[0]
     prompts = fake_agent.frames_in("session/prompt")
     assert fake_agent.frames_in().index(loaded) < fake_agent.frames_in().index(prompts[-1])
+
+
+def test_chat_shows_the_diff_of_an_unasked_write_and_keeps_the_file_when_declined(
+    cli_env: dict[str, str], fake_agent: FakeAgent, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("one\ntwo\n")
+    params = {"path": str(notes), "content": "one\n2\n"}
+    write = script({"request": {"method": "fs/write_text_file", "params": params}})
+    result = _chat(cli_env, fake_agent, tmp_path, write, "2")
+    assert result.returncode == 0, result.stderr
+    assert "Write a file the agent did not ask about (edit)" in result.stdout
+    assert "notes.txt: +1 \u22121" in result.stdout
+    assert "    -two\n" in result.stdout and "    +2\n" in result.stdout
+    assert notes.read_text() == "one\ntwo\n"
+    assert "fs/write_text_file refused: the person declined it" in _agent_errors(fake_agent)
