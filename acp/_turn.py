@@ -14,14 +14,17 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from acp._dispatch import codex_thread_status, kiro_context_percent, parse_refusal, parse_update
+from acp.approval_cover import ApprovalCover, ClientAction, TurnApprovals
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, Backend
 from acp.client import AcpError, AcpGateViolation, AcpProcessDied, AcpTimeoutError
 from acp.content import PromptContent, prompt_blocks
+from acp.growing_text import GrowingText
 from acp.session_handle import (
     AcpRequestTimeout,
     AcpRuntimeError,
@@ -31,7 +34,7 @@ from acp.session_handle import (
     SessionInbox,
 )
 from acp.types import (
-    CHANGING_TOOL_KINDS,
+    PERMISSION_ALLOW_ONCE,
     STOP_REASON_CANCELLED,
     STOP_REASON_END_TURN,
     STOP_REASON_REFUSAL,
@@ -43,6 +46,7 @@ from acp.types import (
     ToolCall,
     UsageInfo,
 )
+from acp.workspace_files import ClientRequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -100,56 +104,6 @@ def _deliver_to(inbox: SessionInbox) -> Callable[[RpcReply | AcpRuntimeError], N
     return deliver
 
 
-class GrowingText:
-    """A turn's text as it streams in: kept as a few strings, not one per chunk (a long reply
-    can be a hundred thousand chunks of a few characters). Every `FANOUT` strings of a level are
-    joined into one of the level above, so each character is copied about log(n) times."""
-
-    FANOUT = 64
-    __slots__ = ("_chars", "_levels", "visible")
-
-    def __init__(self) -> None:
-        self._levels: list[list[str]] = [[]]  # the newest text in level 0; older ones above
-        self._chars = 0
-        self.visible = False  # some of it is not whitespace
-
-    def append(self, chunk: str) -> None:
-        self._chars += len(chunk)
-        if not self.visible and chunk.strip():
-            self.visible = True
-        levels = self._levels
-        levels[0].append(chunk)
-        level = 0
-        while len(levels[level]) >= self.FANOUT:
-            joined = "".join(levels[level])
-            levels[level].clear()
-            if level + 1 == len(levels):
-                levels.append([])
-            levels[level + 1].append(joined)
-            level += 1
-
-    def tail(self, chars: int) -> str:
-        """The last `chars` characters."""
-        picked: list[str] = []
-        needed = chars
-        for level in self._levels:
-            for part in reversed(level):
-                picked.append(part[-needed:])
-                needed -= len(picked[-1])
-                if needed <= 0:
-                    return "".join(reversed(picked))
-        return "".join(reversed(picked))
-
-    def __len__(self) -> int:
-        return self._chars
-
-    def __bool__(self) -> bool:
-        return any(self._levels)
-
-    def __str__(self) -> str:
-        return "".join(part for level in reversed(self._levels) for part in level)
-
-
 class PromptTurn:
     def __init__(
         self,
@@ -171,6 +125,9 @@ class PromptTurn:
         observe: Callable[[str, Any], None] | None = None,
         warn: Callable[[str], None] | None = None,
         restore_gate: Callable[[], Awaitable[None]] | None = None,
+        cover: ApprovalCover | None = None,
+        workspace: Path | None = None,
+        on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = None,
     ) -> None:
         self.handle = handle
         self.inbox = inbox
@@ -188,14 +145,15 @@ class PromptTurn:
         # Given: TEXT events go to it, synchronously and in order, instead of out of `run` (see
         # `take_text`). It must not block; what it raises ends the turn.
         self.on_text = on_text
-        # The gate holds (see acp/tool_gate.py): a changing tool that completes with no
-        # permission request for its id is a violation; `agent` names the agent in it.
+        # The gate holds (see acp/tool_gate.py): a tool run with no person's approval is a
+        # violation (acp/approval_cover.py says which); `agent` names the agent in it.
         self.gated = gated
         self.agent = agent
-        # Everything known of each tool call of this turn (an update is a patch; a permission
-        # request may carry only the id), and the ids a permission was asked for.
-        self.tools: dict[str, ToolCall] = {}
-        self.asked: set[str] = set()
+        # Every tool call of the turn, merged from its updates, and which a person allowed.
+        self.approvals = TurnApprovals(cover or ApprovalCover(), workspace)
+        # The mode/option watcher's hook: a `switch_mode` tool call completed, the agent may
+        # have left its asking mode; awaited before anything else of the turn is read.
+        self.on_switch_mode = on_switch_mode
         # The session's state keeper: handed every notification that may be state (not text).
         self.observe = observe or _ignore
         # Given: warnings the agent injects into its reply stream go here as notices; they are
@@ -252,6 +210,39 @@ class PromptTurn:
                 pending.respond(None)
 
     async def ask_permission(self, pending: PendingPermission) -> str | None:
+        """The agent's request, shown as the turn's next event; the person's answer noted."""
+        answer = await self._ask(pending)
+        self.approvals.answered(pending, answer)
+        return answer
+
+    async def authorize(self, action: ClientAction) -> None:
+        """Run `action` (a write or a command the agent asked of us) only under an approval:
+        one that covers it, else the person's answer to Switchboard's own card; otherwise
+        ClientRequestRefused, which the agent gets as its request's error."""
+        covering = self.approvals.covering(action)
+        if covering is not None:
+            log.info("%s covered by the approval of %s", action.method, covering)
+            return
+        log.warning(
+            "%s asked for %s with no approval covering it: asking the person",
+            self.agent or self.backend.label,
+            action.tool.describe(),
+        )
+        pending = action.unasked_request(self.session_id)
+        try:
+            answer = await self._ask(pending)
+        finally:
+            if not pending.answered:
+                pending.withdraw()
+        allow = pending.request.option_of_kind(PERMISSION_ALLOW_ONCE)
+        if answer is None or allow is None or answer != allow.option_id:
+            why = "the person declined it"
+            if answer is None:
+                why = "the turn ended before anyone allowed it"
+            raise ClientRequestRefused(action.method, why)
+        self.approvals.allowed_unasked(action)
+
+    async def _ask(self, pending: PendingPermission) -> str | None:
         if self.cancel_sent:
             return None
         self.pending.append(pending)
@@ -317,6 +308,8 @@ class PromptTurn:
                     kind = event.kind
                     if kind is _TEXT and event.message_id != self._message_id:
                         event = self._separated(event)
+                    if self.approvals.suspects and kind in _CONTENT:
+                        await self._judge(event.tool.tool_call_id if event.tool else None)
                     if self._echo is not None and kind in _CONTENT:
                         # more content follows: the held chunk was output, not an echo
                         for echo in self._echo_was_output():
@@ -343,10 +336,9 @@ class PromptTurn:
                         if kind is _TOOL_CALL:
                             self.tool_calls += 1
                         if event.tool is not None:
-                            tool = self._known_tool(event.tool)
+                            tool = self.approvals.known(event.tool)
                             event = replace(event, tool=tool)
-                            if self._violates_gate(tool):
-                                await self._stop_for_violation(tool)
+                            await self._check_tool(tool)
                     elif kind is EventKind.FILE:
                         self.files += 1
                     elif kind is EventKind.SESSION_INFO and event.raw is not None:
@@ -363,8 +355,10 @@ class PromptTurn:
                 elif tag == "p":
                     for echo in self._echo_was_output():  # a permission: the echo was output
                         yield echo
+                    asked: PendingPermission = item[1]
+                    await self._judge(asked.request.tool.tool_call_id, unasked=asked.unasked)
                     started = time.monotonic()
-                    self._detail(item[1])
+                    self.approvals.detail(asked)
                     yield AcpEvent(EventKind.PERMISSION, permission=item[1])
                     if deadline is not None:  # time spent with a person is not agent time
                         deadline += time.monotonic() - started
@@ -372,6 +366,7 @@ class PromptTurn:
                     reply: RpcReply = item[1]
                     if timed_out:
                         raise AcpTimeoutError(self.timeout or 0.0, self.partial_output)
+                    await self._judge()
                     if reply.error is None:
                         for echo in self._echo_was_output():
                             yield echo
@@ -430,37 +425,25 @@ class PromptTurn:
             self.release(self)
 
     # ---- tool calls and the gate ---------------------------------------------------------------
-    def _known_tool(self, tool: ToolCall) -> ToolCall:
-        known = self.tools.get(tool.tool_call_id)
-        merged = known.merged(tool) if known is not None else tool
-        self.tools[tool.tool_call_id] = merged
-        return merged
+    async def _judge(self, next_tool: str | None = None, *, unasked: bool = False) -> None:
+        suspect = self.approvals.judge(next_tool, unasked) if self.gated else None
+        if suspect is not None:
+            await self._stop_for_violation(suspect)
 
-    def _detail(self, pending: PendingPermission) -> None:
-        """Give the request everything known of its tool call: agents may send the title,
-        kind, input and diff in earlier updates and only the id in the request."""
-        request = pending.request
-        tool_id = request.tool.tool_call_id
-        self.asked.add(tool_id)
-        known = self.tools.get(tool_id)
-        if known is not None:
-            pending.request = replace(request, tool=known.merged(request.tool))
-
-    def _violates_gate(self, tool: ToolCall) -> bool:
-        return (
-            self.gated
-            and tool.status == "completed"
-            and tool.kind in CHANGING_TOOL_KINDS
-            and tool.tool_call_id not in self.asked
-        )
+    async def _check_tool(self, tool: ToolCall) -> None:
+        if self.gated and self.approvals.violates(tool):
+            await self._stop_for_violation(tool)
+        if tool.kind == "switch_mode" and tool.status == "completed" and self.on_switch_mode:
+            await self.on_switch_mode(tool)
 
     async def _stop_for_violation(self, tool: ToolCall) -> None:
         log.error(
-            "tool gate violation: %s ran %s tool %s (id %s) with no permission request",
+            "tool gate violation: %s ran %s tool %s (id %s, %s) with no approval",
             self.agent or self.backend.label,
-            tool.kind,
+            tool.kind or "a kindless",
             tool.describe(),
             tool.tool_call_id,
+            tool.status,
         )
         await self.cancel()
         raise AcpGateViolation(
@@ -495,6 +478,8 @@ class PromptTurn:
         switch and a pass through the generators above `run`. Anything that needs `run`'s state
         machine (other updates, a chunk to hold back, the kiro idle line) is left queued."""
         if method != "session/update" or self._system_error or self._echo is not None:
+            return False
+        if self.approvals.suspects:  # a chunk now judges them: `run` does
             return False
         update = params.get("update") if type(params) is dict else None
         if type(update) is not dict or update.get("sessionUpdate") != "agent_message_chunk":

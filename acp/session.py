@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import anyio
 
 from acp._dispatch import parse_permission_request
 from acp._turn import PromptTurn, drain_notifications
+from acp.approval_cover import ApprovalCover, ClientAction
 from acp.backends import Backend, speaks_our_version
 from acp.client import (
     AcpAuthRequired,
@@ -32,7 +33,7 @@ from acp.client import (
     _says_sign_in_needed,
     sign_in_advice,
 )
-from acp.client_methods import method_not_found
+from acp.client_methods import Authorize, method_not_found
 from acp.content import PromptContent
 from acp.gate_watch import GateTarget, GateWatch, start_gate
 from acp.runtime import AcpRuntime
@@ -43,7 +44,6 @@ from acp.session_state import SessionState
 from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
 from acp.tool_gate import GatePlan, describe_agent
 from acp.types import (
-    PERMISSION_ALLOW_ALWAYS,
     AcpEvent,
     AgentSessionInfo,
     ConfigOption,
@@ -51,7 +51,9 @@ from acp.types import (
     PromptCapabilities,
     SessionCapabilities,
     TerminalActivity,
+    ToolCall,
 )
+from acp.workspace_files import ClientRequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,10 @@ class AcpSession:
         self.gated = False
         # Keeps the agent's approval state in its asking one (None: nothing to keep).
         self.gate: GateWatch | None = None
+        self.cover = ApprovalCover()  # what `allow_always` answers allowed in this session
+        # Awaited in the turn when a `switch_mode` tool call completes: the approval state is
+        # checked again at once (the agent may have left its asking mode without saying so).
+        self.on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = self._after_switch_mode
         self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
@@ -188,6 +194,10 @@ class AcpSession:
         if self.gate is not None:
             self.gate.distrust()
 
+    async def _after_switch_mode(self, tool: ToolCall) -> None:
+        self.distrust_gate()
+        await self.restore_gate()
+
     async def restore_gate(self) -> None:
         """Put the approval state back if the agent left it. A refused restore stops the running
         turn and raises AcpToolGateUnroutable: the agent is refused for the conversation."""
@@ -244,6 +254,9 @@ class AcpSession:
             observe=self._observe,
             warn=self.state.warn,
             restore_gate=self.restore_gate if self.gate is not None else None,
+            cover=self.cover,
+            workspace=client.runtime.spec.workspace,
+            on_switch_mode=self.on_switch_mode,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -562,6 +575,19 @@ class AcpClient(SessionResumption):
         if target is not None:
             self.gate_target = target
 
+    @property
+    def _authorize(self) -> Authorize | None:
+        """The gate on the agent's writes and commands (None: the operator turned it off)."""
+        if not self.gate.enforced or self.gate.allow_ungated:
+            return None
+        return self._authorize_in_turn
+
+    async def _authorize_in_turn(self, session_id: str, action: ClientAction) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or session.turn is None:  # checked before: the turn just ended
+            raise ClientRequestRefused(action.method, "the session is not running a prompt turn")
+        await session.turn.authorize(action)
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
         asked = method == "session/request_permission"
         session_id = params.get("sessionId") if isinstance(params, dict) else None
@@ -574,7 +600,9 @@ class AcpClient(SessionResumption):
                     return RpcReply(result={"outcome": {"outcome": "cancelled"}})
                 return RpcReply(error={"code": -32603, "message": str(exc)})
         if not asked:
-            return await self.runtime.client_methods.answer(method, params, self._session_state)
+            return await self.runtime.client_methods.answer(
+                method, params, self._session_state, self._authorize
+            )
         if not isinstance(params, dict):
             return method_not_found(method)
         request = parse_permission_request(params)
@@ -591,10 +619,4 @@ class AcpClient(SessionResumption):
                 pending.withdraw()
         if answer is None:
             return RpcReply(result={"outcome": {"outcome": "cancelled"}})
-        chosen = next((o for o in request.options if o.option_id == answer), None)
-        if chosen is not None and chosen.kind == PERMISSION_ALLOW_ALWAYS and session is not None:
-            # The agent may now run such tools unasked, as the person allowed, in a scope only
-            # the agent knows: unasked runs in this session are no violations any more.
-            log.info("allowed always in session %s: the tool gate stands down", request.session_id)
-            session.gated = turn.gated = False
         return RpcReply(result={"outcome": {"outcome": "selected", "optionId": answer}})

@@ -139,7 +139,7 @@ def plan_tool_gate(
         if not allow_ungated:
             raise
         warn_ungated(exc)
-        return GatePlan(enforced=False)
+        return GatePlan(enforced=False, allow_ungated=True)
 
 
 def warn_ungated(exc: ToolGateUnroutable) -> None:
@@ -162,11 +162,11 @@ def _plan(backend: Backend, argv: Sequence[str], mode: str, allow_ungated: bool)
                     f"its command line has {flag}",
                     f"remove {flag} from the agent command",
                 )
-        return GatePlan(mode=mode, explicit=bool(mode))
+        return GatePlan(mode=mode, explicit=bool(mode), allow_ungated=allow_ungated)
     if mode:
         return GatePlan(mode=mode, explicit=True, allow_ungated=allow_ungated)
     if backend.gate_route is GateRoute.MODE:
-        return GatePlan(mode=backend.gate_mode)
+        return GatePlan(mode=backend.gate_mode, allow_ungated=allow_ungated)
     return GatePlan(detect=True, allow_ungated=allow_ungated)
 
 

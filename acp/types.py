@@ -79,8 +79,6 @@ class RefusalInfo:
     recommended_model: str = ""
 
 
-# Tool kinds that change something: one of these run unasked while the gate holds is a violation.
-CHANGING_TOOL_KINDS = frozenset({"edit", "execute", "delete", "move"})
 DIFF_PREVIEW_LINES = 8
 
 
@@ -189,8 +187,10 @@ class PendingPermission:
     """A permission request waiting for an answer. `respond(None)` answers `cancelled`, which
     ACP reserves for a cancelled turn; to deny, pick a reject option."""
 
-    def __init__(self, request: PermissionRequest) -> None:
+    def __init__(self, request: PermissionRequest, *, unasked: bool = False) -> None:
         self.request = request
+        # Switchboard asks itself: the agent made a request of us that no approval covers
+        self.unasked = unasked
         self.withdrawn = False
         self._answer: str | None = None
         self._answered = anyio.Event()

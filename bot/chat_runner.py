@@ -24,6 +24,7 @@ from acp import (
     STOP_REASON_CANCELLED,
     AcpError,
     AcpEvent,
+    AcpGateViolation,
     AcpProcessDied,
     AcpPromptBusy,
     AcpPromptStats,
@@ -61,6 +62,7 @@ from bot.notices import (
     usage_footer,
 )
 from bot.outbound_files import deliver_files, reply_as_file
+from bot.permissions import audit_violation
 from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
@@ -395,6 +397,11 @@ class ChatRunner:
                 outcome, error = AGENT_ERROR, type(exc)
                 if isinstance(exc, AcpProcessDied | AcpRuntimeError):
                     self.sessions.drop()
+                if isinstance(exc, AcpGateViolation):
+                    # the next message loads the session again, which puts it back in the mode
+                    # that asks (acp's gate, confirmed by the agent) or refuses the agent
+                    self.sessions.drop()
+                    await audit_violation(services.audit, self.key, requester.id, exc)
                 notice = valid_text(str(exc))  # may quote the agent
             except anyio.get_cancelled_exc_class():
                 services.metrics.turn_ended(SHUTDOWN, time.monotonic() - output.started)

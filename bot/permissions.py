@@ -30,12 +30,13 @@ from acp import (
     PERMISSION_ALLOW_ONCE,
     PERMISSION_REJECT_ALWAYS,
     PERMISSION_REJECT_ONCE,
+    AcpGateViolation,
     PendingPermission,
     PermissionOption,
     PermissionRequest,
 )
 from bot.access import AccessPolicy
-from bot.audit import AuditLog
+from bot.audit import APPROVAL, AuditLog
 from bot.store import ApprovalRecord, StateStore, StoreError
 from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, Surface, UserRef
 
@@ -307,6 +308,23 @@ class ApprovalBroker:
                 await self.store.drop_approvals(group)
             except StoreError as exc:  # they expire by themselves
                 log.warning("could not drop the approval tokens of %s: %s", group, exc.reason)
+
+
+async def audit_violation(
+    audit: AuditLog, key: ConversationKey, requester: str, violation: AcpGateViolation
+) -> None:
+    """A tool the agent ran with nobody's approval (the turn was stopped): kept with the
+    approvals, as the approval nobody was asked for."""
+    await audit.record(
+        APPROVAL,
+        key.surface,
+        "",
+        "gate violation",
+        requester=requester,
+        agent=violation.agent,
+        tool=violation.tool,
+        chat=key.chat,
+    )
 
 
 async def _notify(answer: ChoiceAnswer, text: str) -> None:

@@ -103,6 +103,7 @@ class AttackRun:
     proc: subprocess.Popen[bytes] | None = None
     webhook_url: str = ""
     _marks: dict[str, int] = field(default_factory=dict)
+    _allowed: set[int] = field(default_factory=set)  # Switchboard's own cards Alice allowed
 
     # ---- what Switchboard holds ----------------------------------------------------------------
     def secrets(self) -> dict[str, str]:
@@ -193,6 +194,7 @@ class AttackRun:
     ) -> None:
         with anyio.move_on_after(timeout):
             while not predicate():
+                await self._allow_unasked()
                 assert self.proc is not None and self.proc.poll() is None, (
                     f"switchboard exited ({self.proc and self.proc.returncode}) while waiting "
                     f"for {what}\n{self.log_tail()}"
@@ -200,6 +202,23 @@ class AttackRun:
                 await anyio.sleep(0.05)
             return
         raise AttackTimeout(what, timeout, self.log_tail())
+
+    async def _allow_unasked(self) -> None:
+        """Alice allows each command or write Switchboard asks her about itself (the agent's
+        terminal/create and fs/write_text_file with no request of its own): the attacks here
+        are on what runs once a person allowed it; tests/test_gate_client_requests.py and
+        tests/test_gate_surfaces.py test the gate itself."""
+        for message in self.api.chat_messages(ALICE.id):
+            rows = (message.reply_markup or {}).get("inline_keyboard") or []
+            allow = [b for row in rows for b in row if b.get("text") == "Allow"]
+            if not allow or "did not ask" not in message.text:
+                continue
+            if message.message_id in self._allowed:
+                continue
+            self._allowed.add(message.message_id)
+            press = self.api.press(ALICE, message, str(allow[0]["callback_data"]))
+            if self.deployment.receiving == "webhook":
+                await self.post_update(press)
 
     async def wait_text(self, text: str, user: User = ALICE, timeout: float = 30.0) -> None:
         await self.wait_for(

@@ -36,7 +36,7 @@ def test_config_still_names_its_settings() -> None:
 def test_a_turns_text_keeps_few_strings_and_reads_back_exactly() -> None:
     import random
 
-    from acp._turn import GrowingText
+    from acp.growing_text import GrowingText
 
     rng = random.Random(7)
     text, chunks = GrowingText(), []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -68,9 +69,15 @@ def button(message: Message, label: str) -> str:
 
 async def answer_no(run: AttackRun) -> None:
     """Alice herself presses No (as she would), and the agent hears the outcome."""
+    await answer(run, "No")
+
+
+async def answer(run: AttackRun, label: str) -> None:
+    """Alice presses `label` on the agent's approval card once it shows."""
+    await run.wait_for(lambda: approval_message(run), "the agent's approval card")
     message = approval_message(run)
     assert message is not None
-    press = run.api.press(ALICE, message, button(message, "No"))
+    press = run.api.press(ALICE, message, button(message, label))
     if run.deployment.receiving == "webhook":
         assert await run.post_update(press) == 200
     await run.wait_text("permission:")
@@ -428,15 +435,27 @@ async def test_a_symlink_swapped_in_during_fs_requests_never_escapes_the_workspa
                 },
             }
         }
+        # Alice allows the edit of d/written.txt once: that approval covers each write of the
+        # race (each unasked one would get a card of its own)
+        edit = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "race",
+            "title": "Write d/written.txt",
+            "kind": "edit",
+            "locations": [{"path": str(ws / "d" / "written.txt")}],
+        }
         await run.say(
             script(
                 {"shell": f"mkdir d && echo inside > d/read.txt && ln -s {outside} link"},
+                {"update": edit},
+                {"permission": {"toolCall": {"toolCallId": "race"}}},
                 {"shell": f"{swapper} > .attack/swaps.txt 2>&1 &"},
                 {"repeat": rounds, "steps": [read, write]},
                 {"shell": f"touch {stop}; sleep 0.5; cat .attack/swaps.txt"},
                 {"chunk": "DONE-RACE"},
             )
         )
+        await answer(run, "Yes")
         await run.wait_text("DONE-RACE", timeout=180)
         shown = run.sent_text()
     swaps = (ws / ".attack" / "swaps.txt").read_text().split()
@@ -511,7 +530,8 @@ async def test_a_setsid_child_dies_with_its_released_or_killed_terminal(
                 )
             )
             await run.wait_text("DONE-SETSID")
-            assert run.chat_text().count("started:") == 2, (
+            # (the approval cards show the command itself: `started:$!`)
+            assert len(re.findall(r"started:\d", run.chat_text())) == 2, (
                 "the terminals did not start their children"
             )
             with anyio.move_on_after(10):  # a killed process is gone within moments

@@ -434,7 +434,9 @@ async def test_the_live_reply_shows_the_running_command_and_its_last_output_line
         {"chunk": " Built."},
     )
     surface = ScriptedSurface()
-    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+    # the gate off: this is about the status line (tests/test_gate_client_requests.py: the gate)
+    settings = engine_settings(tmp_path, fake_agent, allow_ungated_tools=True)
+    async with running_app(settings, surface):
         done = surface.post(surface.message("alice", steps))
         await wait_for(
             lambda: any(
