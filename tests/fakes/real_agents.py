@@ -160,7 +160,8 @@ def codex_acp_argv(cache: os.PathLike | str | None = None) -> list[str] | None:
 
 
 def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str] | None:
-    """The argv of a backend by name: ``"claude"``, ``"codex"``, ``"gemini"`` or ``"opencode"``."""
+    """The argv of a backend by name: ``"claude"``, ``"codex"``, ``"gemini"``, ``"opencode"``,
+    ``"sdk"``, ``"qwen"`` or ``"copilot"`` (tests/fakes/real_agents_qwen_copilot.py)."""
     if backend == "claude":
         return claude_acp_argv(cache)
     if backend == "codex":
@@ -171,6 +172,10 @@ def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str
         return opencode_argv(cache)
     if backend == "sdk":
         return sdk_agent_argv(cache=cache)
+    if backend in ("qwen", "copilot"):
+        from tests.fakes import real_agents_qwen_copilot as more
+
+        return more.qwen_argv(cache) if backend == "qwen" else more.copilot_argv(cache)
     raise ValueError(f"unknown backend {backend!r}")
 
 
