@@ -104,6 +104,12 @@ class _Chat:
         return result
 
 
+@pytest.fixture(autouse=True)
+def _fresh_mock(mock_model):  # type: ignore[no-untyped-def]
+    """The mock model serves the whole module: each test counts only its own requests."""
+    mock_model.clear()
+
+
 @pytest.fixture
 def chat(tmp_path, cli_env, mock_model):  # type: ignore[no-untyped-def]
     def make(agent: str) -> _Chat:
@@ -232,14 +238,15 @@ def test_a_chat_resumes_its_session_after_a_restart_and_keeps_its_gate(agent, ch
     assert MOCK_TEXT in first.stdout
 
     number, name = REJECT_ONCE[agent]
-    second = session.run(["SCN_TOOL after the restart", number])
+    after = f"SCN_TOOL after the restart {uuid.uuid4().hex[:8]}"
+    second = session.run([after, number])
     assert second.returncode == 0, second.stderr
     assert NOT_RESTORED not in second.stdout
     assert _sent(second.stderr, RESUME_METHOD[agent])
     assert MOCK_TEXT not in second.stdout  # the earlier turn is not replayed to the person
     assert MENU in second.stdout and f"Answered: {name}\n" in second.stdout
     assert not session.marker.exists()
-    resumed = _bodies_with(mock_model, "SCN_TOOL after the restart")
+    resumed = _bodies_with(mock_model, after)
     assert resumed and all(remembered in body for body in resumed)
 
 
