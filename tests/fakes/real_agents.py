@@ -14,7 +14,8 @@ Every ``*_argv()`` returns None when the agent is not installed, so tests can sk
 The ``*_env_*()`` helpers build a hermetic environment: ``HOME`` is the given (empty) temporary
 directory and every inherited Anthropic/Claude/OpenAI/Codex variable is dropped before the wanted
 ones are set. ``spawn_agent()`` / ``stop_agent()`` start an agent in its own process group and
-end the whole group. Qwen Code and Copilot CLI: tests/fakes/real_agents_qwen_copilot.py. Stdlib only. What the agents were seen to do offline: tests/fakes/REAL_AGENTS_NOTES.md.
+end the whole group. Qwen Code and Copilot CLI: tests/fakes/real_agents_qwen_copilot.py.
+Stdlib only. What the agents were seen to do offline: tests/fakes/REAL_AGENTS_NOTES.md.
 """
 
 from __future__ import annotations
