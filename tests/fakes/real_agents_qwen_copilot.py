@@ -12,7 +12,7 @@ Both are installed by ``tests/fakes/install_agents.sh`` into the agent cache fol
 
 The ``*_argv()`` helpers return None when the agent is not installed; the ``*_env_mock()``
 helpers build a hermetic environment (``real_agents.hermetic_base_env``) pointed at the mock.
-What the agents were seen to do: /work/notes/agents22-findings.md and REAL_AGENTS_NOTES.md.
+What the agents were seen to do: tests/fakes/REAL_AGENTS_NOTES.md.
 """
 
 from __future__ import annotations
