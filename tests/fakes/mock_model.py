@@ -874,8 +874,10 @@ class _GeminiAndChatMixin:
 
     def _chat_tool_call(self, body: dict) -> dict:
         names = _chat_tool_names(body)
-        if "bash" in names or not names:
-            name = "bash"
+        # opencode and Copilot CLI call their shell tool `bash`, Qwen Code `run_shell_command`
+        shell = next((n for n in ("bash", "run_shell_command") if n in names), None)
+        if shell is not None or not names:
+            name = shell or "bash"
             args = {"command": MOCK_TOOL_COMMAND, "description": MOCK_TOOL_DESCRIPTION}
         else:
             name, args = names[0], {}

@@ -14,7 +14,8 @@ Every ``*_argv()`` returns None when the agent is not installed, so tests can sk
 The ``*_env_*()`` helpers build a hermetic environment: ``HOME`` is the given (empty) temporary
 directory and every inherited Anthropic/Claude/OpenAI/Codex variable is dropped before the wanted
 ones are set. ``spawn_agent()`` / ``stop_agent()`` start an agent in its own process group and
-end the whole group. Stdlib only. What the agents were seen to do offline: tests/fakes/REAL_AGENTS_NOTES.md.
+end the whole group. Qwen Code and Copilot CLI: tests/fakes/real_agents_qwen_copilot.py.
+Stdlib only. What the agents were seen to do offline: tests/fakes/REAL_AGENTS_NOTES.md.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def codex_acp_argv(cache: os.PathLike | str | None = None) -> list[str] | None:
 
 
 def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str] | None:
-    """The argv of a backend by name: ``"claude"``, ``"codex"``, ``"gemini"`` or ``"opencode"``."""
+    """The argv of a backend by name: ``"claude"``, ``"codex"``, ``"gemini"``, ``"opencode"``,
+    ``"sdk"``, ``"qwen"`` or ``"copilot"`` (tests/fakes/real_agents_qwen_copilot.py)."""
     if backend == "claude":
         return claude_acp_argv(cache)
     if backend == "codex":
@@ -171,6 +173,10 @@ def agent_argv(backend: str, cache: os.PathLike | str | None = None) -> list[str
         return opencode_argv(cache)
     if backend == "sdk":
         return sdk_agent_argv(cache=cache)
+    if backend in ("qwen", "copilot"):
+        from tests.fakes import real_agents_qwen_copilot as more
+
+        return more.qwen_argv(cache) if backend == "qwen" else more.copilot_argv(cache)
     raise ValueError(f"unknown backend {backend!r}")
 
 
