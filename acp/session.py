@@ -42,7 +42,7 @@ from acp.session_list import walk_pages
 from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
 from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
-from acp.tool_gate import GatePlan, describe_agent
+from acp.tool_gate import GatePlan, advertised_modes, describe_agent
 from acp.types import (
     AcpEvent,
     AgentSessionInfo,
@@ -536,6 +536,10 @@ class AcpClient(SessionResumption):
         self.sessions[session_id] = session
         if resumed:  # its answer may leave the modes out: the ones known for it stand in
             result = self.known_modes.fill(session_id, result, session.state, self.gate)
+            unknown = not advertised_modes(result) and not result.get("configOptions")
+            if unknown and self.gate.detect and self.gate.enforced:
+                await self._learn_modes(session_id)
+                result = self.known_modes.fill(session_id, result, session.state, self.gate)
         try:
             await self._apply_gate(session, result)
         except AcpToolGateUnroutable:
@@ -545,6 +549,19 @@ class AcpClient(SessionResumption):
         if model and model != session.model:
             await session.set_model(model)
         return session
+
+    async def _learn_modes(self, session_id: str) -> None:
+        """Nothing says what a resumed session's modes are (its answer left them out and this
+        process never saw them: a restart): a new session of the same agent says, and is closed
+        again where the agent can close sessions. Its modes then stand in for the resumed one's."""
+        params = {"cwd": str(self.runtime.workspace.resolve()), "mcpServers": []}
+        reply = await self.runtime.call("session/new", params)
+        if reply.error is not None or not isinstance(reply.result, dict):
+            return
+        self.known_modes.remember(session_id, reply.result)
+        probe = reply.result.get("sessionId")
+        if isinstance(probe, str) and probe:
+            await self.close_session(probe)
 
     def _on_terminal_activity(self, activity: TerminalActivity) -> None:
         """To the running turn, in order with its other events (none: nobody is watching)."""

@@ -404,3 +404,24 @@ async def test_a_session_resumed_while_its_close_is_on_its_way_is_closed_first(
             assert session_id in client.sessions
     methods = [f.get("method") for f in fake_agent.frames_in() if "method" in f]
     assert methods.index("session/close") < methods.index("session/resume")
+
+
+def test_after_a_restart_an_agent_gated_by_its_detected_modes_keeps_a_bare_loaded_session(  # type: ignore[no-untyped-def]
+    chat, fake_agent
+):
+    """Nothing names the asking mode (generic agent, no SWITCHBOARD_AGENT_MODE) and the restart
+    forgot what the first session offered: a new session of the agent says what its modes are
+    (closed again where the agent can close sessions), and the loaded one is kept and gated."""
+    opts = ("--modes", "default,acceptEdits", "--resume-bare", "--session-close")
+    assert chat(fake_agent, ["hello"], agent_opts=opts, dialect="generic").returncode == 0
+    second = chat(fake_agent, ["again"], agent_opts=opts, dialect="generic")
+    assert second.returncode == 0, second.stderr
+    assert "could not" not in second.stdout and second.stdout.endswith("Echo: again\n")
+    assert len(fake_agent.frames_in("session/load")) == 1, second.stdout
+    outs = [r["frame"] for r in fake_agent.records() if r.get("dir") == "out" and "frame" in r]
+    (first, probe) = [f for f in outs if "sessionId" in (f.get("result") or {})]
+    closed = [f["params"]["sessionId"] for f in fake_agent.frames_in("session/close")]
+    assert probe["result"]["sessionId"] in closed  # the new session only told us its modes
+    assert first["result"]["sessionId"] not in closed
+    modes = [f["params"]["modeId"] for f in fake_agent.frames_in("session/set_mode")]
+    assert modes and set(modes) == {"default"}  # the loaded session was put in it again
