@@ -283,3 +283,18 @@ def test_copilots_help_leaves_out_its_approval_disabling_commands(chat):
     assert "blame" in result.stdout  # one of the commands Copilot announces before any prompt
     for command in ("/allow-all", "/permissions", "/autopilot"):
         assert command not in result.stdout
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_bad_key_says_so_and_is_never_a_refusal(agent, run_cli, tmp_path, mock_model):
+    """The model service answers 401. Qwen ends the prompt with an error naming it: our
+    credentials sentence. Copilot says it in its own reply (an error chunk, then end_turn),
+    which reaches the person as it wrote it. Neither is a refusal card."""
+    result = _ask(agent, run_cli, tmp_path, mock_model, "SCN_E401 hello")
+    shown = result.stdout + result.stderr
+    assert "Traceback" not in shown and "refused" not in shown.lower(), shown
+    if agent == "qwen":
+        assert result.returncode == 1
+        assert "rejected its credentials" in result.stderr, result.stderr
+    else:
+        assert "Authentication failed" in result.stdout and "401" in result.stdout, shown
