@@ -207,7 +207,9 @@ def test_a_timeout_on_an_agent_that_ignores_cancel_eof_and_sigterm_exits_promptl
     assert proc.returncode == 1
     assert proc.stdout == "stuck \n"
     assert "did not finish within 2 s" in proc.stderr
-    assert elapsed < 2 + 3.5, f"ask took {elapsed:.1f} s"
+    # Bounded well below the 10 s cancel grace a stubborn agent could otherwise hold it for,
+    # with room for a loaded machine (the steps themselves take about 3 s after the timeout).
+    assert elapsed < 2 + 7, f"ask took {elapsed:.1f} s"
     assert fake_agent.frames_in("session/cancel")
     assert len(fake_agent.pids()) == 2  # the agent and its forked child
     assert not any(pid_alive(pid) for pid in fake_agent.pids())
