@@ -13,12 +13,14 @@ SWITCHBOARD_REQUIRE_REAL_AGENTS=1 a missing install fails instead of skipping.""
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -46,6 +48,8 @@ AGENT_ENV = ",".join([*AGENT_ENV_NAMES, "OPENAI_*", "COPILOT_*"])
 #: Each agent's own names for its allow-once and reject-once choices (the card's buttons).
 ALLOW_ONCE = {"qwen": "Allow", "copilot": "Allow once"}
 REJECT_ONCE = {"qwen": "Reject", "copilot": "Deny"}
+#: The optionId each agent gives those two choices (what Switchboard must answer on the wire).
+OPTION_IDS = {"qwen": ("proceed_once", "cancel"), "copilot": ("allow_once", "reject_once")}
 NEW_REPLY = "Started a fresh conversation"
 
 
@@ -73,6 +77,7 @@ def _env(
             "SWITCHBOARD_AGENT": "generic",
             "SWITCHBOARD_AGENT_COMMAND": shlex.join(argv_or_skip(agent)),
             "SWITCHBOARD_AGENT_ENV": AGENT_ENV,
+            "SWITCHBOARD_LOG_LEVEL": "debug",  # traces the frames Switchboard sends
             "SWITCHBOARD_WORKSPACE": str(tmp_path / "work"),
             "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
             "SWITCHBOARD_TELEGRAM__API_URL": api.url,
@@ -102,6 +107,37 @@ async def _running(env: dict[str, str], cwd: Path, api: FakeBotApi) -> AsyncIter
                 if process.returncode is None:
                     process.kill()
     assert "Traceback" not in stderr.read_text()
+
+
+def _sent_frames(stderr: str) -> list[dict[str, Any]]:
+    """The JSON-RPC frames Switchboard sent the agent, from the debug trace (`-> method#id {..}`)."""
+    frames = []
+    for line in stderr.splitlines():
+        try:
+            message = json.loads(line).get("msg", "")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(message, str) and message.startswith("-> ") and " {" in message:
+            frames.append(json.loads(message[message.index(" {") + 1 :]))
+    return frames
+
+
+def _prompts(frames: list[dict[str, Any]]) -> list[str]:
+    return [
+        block["text"]
+        for frame in frames
+        if frame.get("method") == "session/prompt"
+        for block in frame["params"]["prompt"]
+        if block.get("type") == "text"
+    ]
+
+
+def _permission_answers(frames: list[dict[str, Any]]) -> list[str]:
+    return [
+        frame["result"]["outcome"].get("optionId", "")
+        for frame in frames
+        if "method" not in frame and "outcome" in (frame.get("result") or {})
+    ]
 
 
 class _Dm:
@@ -193,6 +229,13 @@ async def test_a_real_agent_through_telegram_asks_before_every_tool(
         dm.press(card, REJECT_ONCE[agent])
         await wait_for(lambda: card.reply_markup is None, "the buttons to go", TURN)
         assert card.text.endswith(f"Answered: {REJECT_ONCE[agent]}")
+        await wait_for(lambda: dm.since()[-1] is not card, "the turn to end after the reject", TURN)
     assert not marker.exists()
     assert "Permission policy" not in api.chat_text(ALICE.id)
     assert mock_model.count(api="openai", scenario="SCN_TOOL") >= 2
+    sent = _sent_frames((tmp_path / "run.stderr").read_text())
+    # Neither /new nor /allow-all on ever reached the agent as a prompt.
+    assert _prompts(sent) == ["SCN_TEXT say hello", "SCN_TOOL run it", "SCN_TOOL run it again"]
+    assert _permission_answers(sent) == list(OPTION_IDS[agent])  # exactly the presses, in order
+    # /new closes the session it leaves where the agent advertises close (Copilot, not Qwen).
+    assert any(f.get("method") == "session/close" for f in sent) is (agent == "copilot")
