@@ -120,7 +120,7 @@ async def test_status_and_model_show_what_the_agent_reports_after_it_switched(
         await finished(surface.post(surface.message("alice", "/status")))
         await finished(surface.post(surface.message("alice", "/model")))
     shown = surface.transcript()
-    assert "Model: gpt-x" in shown
+    assert "Model: GPT (gpt-x)" in shown  # by its name in the option, with its id
     assert "Models: sonnet, gpt-x (current)" in shown
 
 
