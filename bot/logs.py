@@ -28,7 +28,7 @@ from acp import redact
 
 REDACTED = "[redacted]"
 
-# Which settings are credentials: the same rule that keeps them out of the agent's environment.
+# Which settings are credentials (the agent gets none of them: its environment is an allowlist).
 _RE_SECRET_SETTING = re.compile(r"token|secret|key|password", re.IGNORECASE)
 # A part of a secret value long enough to be secret by itself; shorter parts (a Telegram bot's
 # numeric id) are public and appear in every update.

@@ -277,7 +277,7 @@ def _word_list(value: object) -> object:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"is not a valid JSON list ({exc})") from exc
+            raise ValueError(f"is not a JSON list ({exc.msg})") from exc
     return _split_ids(value)
 
 
@@ -400,15 +400,7 @@ class Settings(BaseSettings):
 
     _named = field_validator("projects", "agents", mode="before")(_named_entries)
 
-    @field_validator("agent_env", mode="before")
-    @classmethod
-    def _env_names(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().startswith("["):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"is not a JSON list ({exc.msg})") from exc
-        return _split_ids(value)
+    _env_names = field_validator("agent_env", mode="before")(_word_list)
 
     @field_validator("cluster_key")
     @classmethod
