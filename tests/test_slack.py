@@ -24,7 +24,8 @@ from config.settings import SlackSettings
 from surfaces.base import ConversationKey
 from surfaces.slack import create_surface
 from surfaces.slack.adapter import SlackSurface
-from surfaces.slack.convert import message_from_event, press_from_payload, render
+from surfaces.slack.convert import message_from_event, press_from_payload
+from surfaces.slack.markup import render
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.slack_api import (
