@@ -19,18 +19,19 @@ import anyio
 import pytest
 
 from bot.conversation import Binding, ConversationKey
-from bot.redis_store import PREFIX, RedisStateStore, redacted_url
 from bot.store import (
     PURGE_INTERVAL,
     ApprovalRecord,
     DeliveryEntry,
     JournalEntry,
+    OutageTolerantStore,
     SqliteStateStore,
     StateStore,
     StoreError,
     open_store,
 )
-from bot.store_outage import OutageTolerantStore
+from bot.store.redis import RedisStateStore
+from bot.store.redis_connection import PREFIX, redacted_url
 from config import ConfigError
 from tests.store_backends import Backend
 
@@ -513,7 +514,7 @@ def test_open_store_on_redis_gives_the_redis_store_with_the_password_redacted(
     location: str, shown: str
 ) -> None:
     store = open_store(location)
-    assert isinstance(store, OutageTolerantStore)  # bot/store_outage.py: outages waited out
+    assert isinstance(store, OutageTolerantStore)  # bot/store/outage.py: outages waited out
     assert isinstance(store.inner, RedisStateStore)
     assert store.location == store.inner.location == shown == redacted_url(location)
 

@@ -15,14 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-import bot.redis_store
-import bot.store_outage
+import bot.store.outage
+import bot.store.redis_connection
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.faults import STORE_UNAVAILABLE, fault_sentence
-from bot.redis_store import RedisStateStore
-from bot.store import DeliveryEntry, JournalEntry, StoreUnavailable, open_store
-from bot.store_outage import OutageTolerantStore
+from bot.store import DeliveryEntry, JournalEntry, OutageTolerantStore, StoreUnavailable, open_store
+from bot.store.redis import RedisStateStore
 from config import load_settings
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
@@ -199,7 +198,7 @@ async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: Redi
 async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bot.redis_store, "TIMEOUT", 0.3)
+    monkeypatch.setattr(bot.store.redis_connection, "TIMEOUT", 0.3)
     store = RedisStateStore(server.url)
     try:
         await store.check_writable()
@@ -217,8 +216,8 @@ async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
 async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_line(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(bot.store_outage, "KEEP_LIMIT", 3)
-    caplog.set_level(logging.WARNING, logger="bot.store_outage")
+    monkeypatch.setattr(bot.store.outage, "KEEP_LIMIT", 3)
+    caplog.set_level(logging.WARNING, logger="bot.store.outage")
     store = wrapped(server)
     try:
         server.stop()
@@ -239,7 +238,7 @@ async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_l
 async def test_what_is_still_kept_at_shutdown_is_named_in_an_error_line(
     server: RedisProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="bot.store_outage")
+    caplog.set_level(logging.ERROR, logger="bot.store.outage")
     store = wrapped(server)
     server.stop()
     await store.ledger_put(entry("e-1"))

@@ -1,10 +1,11 @@
 """A shared store's outage (issue 16, "Redis unavailable"): `OutageTolerantStore` wraps any
 `StateStore` so that a store which cannot be reached for a while does not break conversations.
 
-- Every call that fails with `StoreUnavailable` is tried again with backoff for at most `wait`
-  seconds (`SWITCHBOARD_STATE_WAIT`), then `StoreUnavailable` is raised: a new event waits, then
-  is answered with one sentence (bot/faults.py). A try that is under way when the time is up
-  still finishes, so the bound is `wait` plus one call's own timeout.
+- Every call that fails with `StoreUnavailable` is tried again with backoff (by `stamina`) for at
+  most `wait` seconds (`SWITCHBOARD_STATE_WAIT`), then `StoreUnavailable` is raised: a new event
+  waits, then is answered with one sentence (bot/faults.py). A try that is under way when the
+  time is up still finishes, so the bound is `wait` plus a backoff's last delay (`MAX_DELAY`)
+  plus one call's own timeout.
 - The writes that end a turn (`ledger_put`, `ledger_done`, `ledger_attempted`, `journal_close`)
   never fail the reply: when the store does not answer they are kept here, in order, and written
   when it answers again, so the final reply is delivered now and reaches the ledger later. Once
@@ -24,34 +25,33 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 import anyio
+import stamina
 
 from bot.conversation import Binding, ConversationKey
-from bot.store import (
-    DEFAULT_STATE_WAIT,
+from bot.store.errors import LeaseLost, StoreError, StoreUnavailable
+from bot.store.protocols import StateStore
+from bot.store.records import (
     ApprovalRecord,
     AuditRecord,
     DeliveryEntry,
     JournalEntry,
-    LeaseLost,
     SessionRecord,
-    StateStore,
-    StoreError,
-    StoreUnavailable,
 )
 
-__all__ = ["KEEP_LIMIT", "OutageTolerantStore"]
+__all__ = ["DEFAULT_STATE_WAIT", "KEEP_LIMIT", "OutageTolerantStore"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+DEFAULT_STATE_WAIT = 10.0  # seconds an outage is waited out (SWITCHBOARD_STATE_WAIT's default)
 KEEP_LIMIT = 10_000  # ledger writes kept while the store is away; past it the oldest is dropped
-FIRST_DELAY = 0.05  # seconds before the first retry; doubling
+FIRST_DELAY = 0.05  # seconds before the first retry; doubling, plus as much again at random
 MAX_DELAY = 1.0  # seconds between retries at most
 
 _Kind = Literal["ledger_put", "ledger_done", "ledger_attempted", "journal_close"]
@@ -88,7 +88,7 @@ class OutageTolerantStore:
     def __init__(self, inner: StateStore, *, wait: float = DEFAULT_STATE_WAIT) -> None:
         self.inner = inner
         self.wait = wait
-        self.location: str = getattr(inner, "location", "the state store")
+        self.location = inner.location
         self._kept: deque[_KeptWrite] = deque()
         self._flushing = False
         self._kept_now: anyio.Event | None = None  # made in the event loop, by run()
@@ -101,30 +101,33 @@ class OutageTolerantStore:
     # -- the outage policy ------------------------------------------------------------------
 
     async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
-        deadline = anyio.current_time() + self.wait
-        delay = FIRST_DELAY
-        told = False
-        while True:
-            try:
-                result = await call()
-            except StoreUnavailable as exc:
-                left = deadline - anyio.current_time()
-                if left <= 0:
-                    raise StoreUnavailable(
-                        exc.location, f"{exc.reason} (waited {self.wait:g} s)"
-                    ) from exc
-                if not told:
-                    log.warning(
-                        "the state store is unavailable (%s); waiting up to %g s",
-                        exc.reason,
-                        self.wait,
-                    )
-                    told = True
-                await anyio.sleep(min(delay, left))
-                delay = min(delay * 2, MAX_DELAY)
-                continue
-            await self._answered()
-            return result
+        started = anyio.current_time()
+        try:
+            result = await call()
+        except StoreUnavailable as exc:
+            log.warning(
+                "the state store is unavailable (%s); waiting up to %g s", exc.reason, self.wait
+            )
+            result = await self._waited_out(call, exc, self.wait - (anyio.current_time() - started))
+        await self._answered()
+        return result
+
+    async def _waited_out(
+        self, call: Callable[[], Awaitable[T]], first: StoreUnavailable, left: float
+    ) -> T:
+        """`call` tried again with backoff while the store is unavailable, for `left` more
+        seconds (a retry may start up to `MAX_DELAY` before the end); then `StoreUnavailable`
+        saying how long it waited. Only the first try, by `_patiently`, is outside stamina: a
+        store that answers costs no retry machinery."""
+        try:
+            if left <= 0:
+                raise first
+            async for attempt in _backoff(timeout=left):
+                with attempt:
+                    return await call()
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(exc.location, f"{exc.reason} (waited {self.wait:g} s)") from exc
+        raise AssertionError("stamina ends its attempts by returning or raising")
 
     async def _answered(self) -> None:
         """The store answered: write what is kept now, unless someone already is."""
@@ -206,10 +209,18 @@ class OutageTolerantStore:
             self._kept_now = anyio.Event()
             if not self._kept:
                 await self._kept_now.wait()
-            delay = FIRST_DELAY
-            while self._kept and not await self._flush():
-                await anyio.sleep(delay)
-                delay = min(delay * 2, MAX_DELAY)
+            try:
+                async for attempt in _backoff(timeout=None):
+                    with attempt:
+                        await self._flush_all()
+            except StoreUnavailable:
+                # Only stamina's test mode gives up (it bounds the attempts): wait a little
+                # rather than spin while the store stays away.
+                await anyio.sleep(MAX_DELAY)
+
+    async def _flush_all(self) -> None:
+        if not await self._flush():
+            raise StoreUnavailable(self.location, "kept ledger writes wait for the store")
 
     # -- bindings, places, de-duplication, approvals ----------------------------------------
 
@@ -333,3 +344,17 @@ class OutageTolerantStore:
                     ", ".join(write.describe() for write in list(self._kept)[:20]),
                 )
             await self.inner.aclose()
+
+
+def _backoff(*, timeout: float | None) -> AsyncIterable[stamina.Attempt]:
+    """stamina's attempts at a call that meets `StoreUnavailable`: doubling delays from
+    `FIRST_DELAY` to `MAX_DELAY`, for `timeout` seconds (None: until it answers). Its test mode
+    (`stamina.set_testing`) makes them immediate and few."""
+    return stamina.retry_context(
+        on=StoreUnavailable,
+        attempts=None,
+        timeout=timeout,
+        wait_initial=FIRST_DELAY,
+        wait_max=MAX_DELAY,
+        wait_jitter=FIRST_DELAY,
+    )
