@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import stamina
 
 import bot.store.outage
 import bot.store.redis_connection
@@ -41,6 +42,14 @@ def server(tmp_path: Path) -> Iterator[RedisProcess]:
         yield own
     finally:
         own.stop()
+
+
+@pytest.fixture
+def no_backoff() -> Iterator[None]:
+    """stamina's test mode, for tests whose point is not the waiting: a call the store does not
+    answer is tried once more at once, then given up on."""
+    with stamina.set_testing(True):
+        yield
 
 
 def entry(entry_id: str, text: str = "the answer") -> DeliveryEntry:
@@ -167,6 +176,7 @@ class _AnswerLostOnce(RedisStateStore):
         return won
 
 
+@pytest.mark.usefixtures("no_backoff")
 async def test_a_claim_whose_answer_was_lost_is_won_by_its_retry_not_dropped(
     server: RedisProcess,
 ) -> None:
@@ -255,6 +265,19 @@ def test_state_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().state_wait == 2.5
 
 
+@pytest.mark.usefixtures("no_backoff")
+async def test_in_stamina_test_mode_a_call_during_an_outage_fails_at_once(
+    server: RedisProcess,
+) -> None:
+    store = wrapped(server, wait=300)  # past the per-test timeout: only the test mode ends it
+    try:
+        server.stop()
+        with pytest.raises(StoreUnavailable, match="waited 300 s"):
+            await store.get_place(KEY)
+    finally:
+        await store.aclose()
+
+
 def test_open_store_wraps_redis_with_the_wait_it_is_given() -> None:
     store = open_store("redis://127.0.0.1:1/0", wait=2.5)
     assert isinstance(store, OutageTolerantStore)
@@ -267,6 +290,7 @@ def test_open_store_wraps_redis_with_the_wait_it_is_given() -> None:
 SLOW_TURN = script({"chunk": "working "}, {"sleep": 1.5}, {"chunk": "done"})
 
 
+@pytest.mark.usefixtures("no_backoff")
 async def test_a_turn_finishes_through_an_outage_and_a_message_while_down_gets_one_sentence(
     server: RedisProcess, tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
 ) -> None:
