@@ -16,7 +16,7 @@ import anyio
 import pytest
 import stamina
 
-import bot.store.outage
+import bot.store.kept_writes
 import bot.store.redis_connection
 from bot.access import AccessPolicy
 from bot.app import BotApp
@@ -95,12 +95,13 @@ async def test_reads_of_the_ledger_count_what_is_kept_before_it_is_written(
         server.stop()
         await store.ledger_put(entry("e-1"), closes_turn="turn-1")
         server.start()
-        store._flushing = True  # as while another task writes them: the read must not wait for it
+        # As while another task writes them: the read must not wait for it.
+        store.kept_writes._flushing = True
         try:
             assert [e.entry_id for e in await store.ledger_pending()] == ["e-1"]
             assert await store.journal_open_turns() == []
         finally:
-            store._flushing = False
+            store.kept_writes._flushing = False
         with server.raw() as raw:
             assert raw.hlen("switchboard:ledger") == 0  # not yet written: the view was the overlay
     finally:
@@ -226,8 +227,8 @@ async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
 async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_line(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(bot.store.outage, "KEEP_LIMIT", 3)
-    caplog.set_level(logging.WARNING, logger="bot.store.outage")
+    monkeypatch.setattr(bot.store.kept_writes, "KEEP_LIMIT", 3)
+    caplog.set_level(logging.WARNING, logger="bot.store.kept_writes")
     store = wrapped(server)
     try:
         server.stop()
@@ -248,7 +249,7 @@ async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_l
 async def test_what_is_still_kept_at_shutdown_is_named_in_an_error_line(
     server: RedisProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="bot.store.outage")
+    caplog.set_level(logging.ERROR, logger="bot.store.kept_writes")
     store = wrapped(server)
     server.stop()
     await store.ledger_put(entry("e-1"))

@@ -7,14 +7,10 @@
   time is up still finishes, so the bound is `wait` plus a backoff's last delay (`MAX_DELAY`)
   plus one call's own timeout.
 - The writes that end a turn (`ledger_put`, `ledger_done`, `ledger_attempted`, `journal_close`)
-  never fail the reply: when the store does not answer they are kept here, in order, and written
-  when it answers again, so the final reply is delivered now and reaches the ledger later. Once
-  one is kept, the next ones queue behind it (the order is what makes replaying them right: a
-  `ledger_put` then its `ledger_done`). Kept writes are bounded (`KEEP_LIMIT`; the oldest goes,
-  with an ERROR line).
-- Kept writes are written by `run()` (a loop the app's task group may own) and otherwise by the
-  next call the store answers, whichever comes first; never twice, since one writer at a time
-  takes them from the front and each is an upsert or a delete by id.
+  never fail the reply: when the store does not answer they are kept (bot/store/kept_writes.py)
+  and written when it answers again, so the final reply is delivered now and reaches the ledger
+  later: by `run()` (a loop the app's task group may own, a `BackgroundWriter`) or by the next
+  call the store answers, whichever comes first.
 - `ledger_pending` and `journal_open_turns` read the store and then apply what is kept, so they
   answer as if the kept writes had been made.
 - `check_writable` is tried once: /readyz reports the outage instead of waiting it out.
@@ -24,16 +20,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import anyio
 import stamina
 
 from bot.conversation import Binding, ConversationKey
-from bot.store.errors import LeaseLost, StoreError, StoreUnavailable
+from bot.store.errors import StoreUnavailable
+from bot.store.kept_writes import KeptWrite, KeptWrites
 from bot.store.protocols import StateStore
 from bot.store.records import (
     ApprovalRecord,
@@ -43,42 +38,15 @@ from bot.store.records import (
     SessionRecord,
 )
 
-__all__ = ["DEFAULT_STATE_WAIT", "KEEP_LIMIT", "OutageTolerantStore"]
+__all__ = ["DEFAULT_STATE_WAIT", "OutageTolerantStore"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DEFAULT_STATE_WAIT = 10.0  # seconds an outage is waited out (SWITCHBOARD_STATE_WAIT's default)
-KEEP_LIMIT = 10_000  # ledger writes kept while the store is away; past it the oldest is dropped
 FIRST_DELAY = 0.05  # seconds before the first retry; doubling, plus as much again at random
 MAX_DELAY = 1.0  # seconds between retries at most
-
-_Kind = Literal["ledger_put", "ledger_done", "ledger_attempted", "journal_close"]
-
-
-@dataclass(frozen=True, slots=True)
-class _KeptWrite:
-    """One write of a turn that is ending, not yet in the store."""
-
-    kind: _Kind
-    entry_id: str = ""
-    entry: DeliveryEntry | None = None
-    turn_id: str = ""  # journal_close's turn, or the turn a ledger_put closes ("" for none)
-
-    async def apply(self, store: StateStore) -> None:
-        if self.kind == "ledger_put":
-            assert self.entry is not None
-            await store.ledger_put(self.entry, closes_turn=self.turn_id or None)
-        elif self.kind == "ledger_done":
-            await store.ledger_done(self.entry_id)
-        elif self.kind == "ledger_attempted":
-            await store.ledger_attempted(self.entry_id)
-        else:
-            await store.journal_close(self.turn_id)
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.entry_id or self.turn_id}"
 
 
 class OutageTolerantStore:
@@ -89,14 +57,12 @@ class OutageTolerantStore:
         self.inner = inner
         self.wait = wait
         self.location = inner.location
-        self._kept: deque[_KeptWrite] = deque()
-        self._flushing = False
-        self._kept_now: anyio.Event | None = None  # made in the event loop, by run()
+        self.kept_writes = KeptWrites(inner)
 
     @property
     def kept(self) -> int:
         """How many writes wait for the store to answer."""
-        return len(self._kept)
+        return len(self.kept_writes)
 
     # -- the outage policy ------------------------------------------------------------------
 
@@ -109,7 +75,7 @@ class OutageTolerantStore:
                 "the state store is unavailable (%s); waiting up to %g s", exc.reason, self.wait
             )
             result = await self._waited_out(call, exc, self.wait - (anyio.current_time() - started))
-        await self._answered()
+        await self.kept_writes.flush_unless_busy()
         return result
 
     async def _waited_out(
@@ -129,86 +95,11 @@ class OutageTolerantStore:
             raise StoreUnavailable(exc.location, f"{exc.reason} (waited {self.wait:g} s)") from exc
         raise AssertionError("stamina ends its attempts by returning or raising")
 
-    async def _answered(self) -> None:
-        """The store answered: write what is kept now, unless someone already is."""
-        if self._kept and not self._flushing:
-            await self._flush()
-
-    async def _ending(self, write: _KeptWrite) -> None:
-        """A write of a turn that is ending: made now if the store answers, else kept."""
-        if not self._kept:
-            try:
-                await write.apply(self.inner)
-            except StoreUnavailable as exc:
-                log.warning(
-                    "the state store is unavailable (%s); keeping the turn's ledger writes"
-                    " until it answers",
-                    exc.reason,
-                )
-            else:
-                return
-        self._keep(write)
-
-    def _keep(self, write: _KeptWrite) -> None:
-        if len(self._kept) >= KEEP_LIMIT:
-            lost = self._kept.popleft()
-            log.error(
-                "the state store has been unavailable too long: %d ledger writes are kept,"
-                " the oldest (%s) is dropped",
-                KEEP_LIMIT,
-                lost.describe(),
-            )
-        self._kept.append(write)
-        if self._kept_now is not None:
-            self._kept_now.set()
-
-    async def _flush(self) -> bool:
-        """Write what is kept, oldest first, until the store stops answering; True when all of
-        it is written. One writer at a time, so nothing is written twice."""
-        if self._flushing:
-            return False
-        self._flushing = True
-        written = 0
-        try:
-            while self._kept:
-                write = self._kept[0]
-                # Shielded with the pop: a write made but still kept would be made again.
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await write.apply(self.inner)
-                    except StoreUnavailable:
-                        return False
-                    except LeaseLost as exc:  # another replica took the conversation meanwhile
-                        log.warning(
-                            "a kept ledger write (%s) was refused: %s", write.describe(), exc
-                        )
-                        if write.kind == "ledger_put" and write.turn_id:
-                            # the reply was delivered: its turn must not read as cut off
-                            await self._close_quietly(write.turn_id)
-                    except StoreError as exc:  # the store answered no: this write cannot be made
-                        log.error("a kept ledger write (%s) failed: %s", write.describe(), exc)
-                    if self._kept and self._kept[0] is write:  # not dropped for room meanwhile
-                        self._kept.popleft()
-                written += 1
-            return True
-        finally:
-            self._flushing = False
-            if written:
-                log.warning("the state store answers again: %d kept ledger writes made", written)
-
-    async def _close_quietly(self, turn_id: str) -> None:
-        try:
-            await self.inner.journal_close(turn_id)
-        except StoreError as exc:
-            log.warning("could not close turn %s: %s", turn_id, exc.reason)
-
     async def run(self) -> None:
         """Write kept writes whenever there are some, retrying with backoff; runs until
         cancelled. Optional: without it they are written by the next call the store answers."""
         while True:
-            self._kept_now = anyio.Event()
-            if not self._kept:
-                await self._kept_now.wait()
+            await self.kept_writes.wait_for_some()
             try:
                 async for attempt in _backoff(timeout=None):
                     with attempt:
@@ -219,7 +110,7 @@ class OutageTolerantStore:
                 await anyio.sleep(MAX_DELAY)
 
     async def _flush_all(self) -> None:
-        if not await self._flush():
+        if not await self.kept_writes.flush():
             raise StoreUnavailable(self.location, "kept ledger writes wait for the store")
 
     # -- bindings, places, de-duplication, approvals ----------------------------------------
@@ -268,36 +159,29 @@ class OutageTolerantStore:
     # -- the delivery ledger and the turn journal -------------------------------------------
 
     async def ledger_put(self, entry: DeliveryEntry, *, closes_turn: str | None = None) -> None:
-        await self._ending(_KeptWrite("ledger_put", entry.entry_id, entry, closes_turn or ""))
+        await self.kept_writes.write(
+            KeptWrite("ledger_put", entry.entry_id, entry, closes_turn or "")
+        )
 
     async def ledger_done(self, entry_id: str) -> None:
-        await self._ending(_KeptWrite("ledger_done", entry_id))
+        await self.kept_writes.write(KeptWrite("ledger_done", entry_id))
 
     async def ledger_attempted(self, entry_id: str) -> None:
-        await self._ending(_KeptWrite("ledger_attempted", entry_id))
+        await self.kept_writes.write(KeptWrite("ledger_attempted", entry_id))
 
     async def journal_close(self, turn_id: str) -> None:
-        await self._ending(_KeptWrite("journal_close", turn_id=turn_id))
+        await self.kept_writes.write(KeptWrite("journal_close", turn_id=turn_id))
 
     async def ledger_pending(self) -> list[DeliveryEntry]:
-        kept = list(self._kept)  # before the read: the writes it cannot have seen yet
+        kept = self.kept_writes.snapshot()  # before the read: the writes it cannot have seen yet
         stored = await self._patiently(self.inner.ledger_pending)
-        entries = {entry.entry_id: entry for entry in stored}
-        for write in kept:
-            if write.kind == "ledger_put" and write.entry is not None:
-                entries[write.entry_id] = write.entry
-            elif write.kind == "ledger_done":
-                entries.pop(write.entry_id, None)
-            elif write.kind == "ledger_attempted" and write.entry_id in entries:
-                old = entries[write.entry_id]
-                entries[write.entry_id] = replace(old, attempts=old.attempts + 1)
-        return sorted(entries.values(), key=lambda entry: entry.created)
+        return KeptWrites.ledger_view(stored, kept)
 
     async def journal_open(self, entry: JournalEntry, ttl: float) -> None:
         await self._patiently(lambda: self.inner.journal_open(entry, ttl))
 
     async def journal_open_turns(self) -> list[JournalEntry]:
-        closed = {write.turn_id for write in self._kept if write.turn_id}
+        closed = self.kept_writes.closed_turns()
         turns = await self._patiently(self.inner.journal_open_turns)
         return [turn for turn in turns if turn.turn_id not in closed]
 
@@ -328,21 +212,13 @@ class OutageTolerantStore:
 
     async def check_writable(self) -> None:
         await self.inner.check_writable()
-        await self._answered()
+        await self.kept_writes.flush_unless_busy()
 
     async def aclose(self) -> None:
         """One last try to write what is kept, then the store closes; what could not be
         written is named in an ERROR line (the store never answered again)."""
         with anyio.CancelScope(shield=True):
-            if self._kept:
-                await self._flush()
-            if self._kept:
-                log.error(
-                    "the state store did not answer again before shutdown: %d kept ledger"
-                    " writes are lost (%s)",
-                    len(self._kept),
-                    ", ".join(write.describe() for write in list(self._kept)[:20]),
-                )
+            await self.kept_writes.last_try()
             await self.inner.aclose()
 
 
