@@ -52,8 +52,6 @@ class BackgroundWriter(Protocol):
 
 @runtime_checkable
 class ScriptingStore(Protocol):
-    location: str
-
     async def script(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the Lua `source` on the store's server; its errors are `StoreError`s."""
         ...

@@ -3,7 +3,7 @@
 The schema is created on open, and a table added by a later version is created then too, so a
 state file written by an earlier version still opens; a column added later (`_ADDED_COLUMNS`) is
 added to an older file's table then, in one transaction. The file is made private
-(bot/state_location.py) before SQLite opens it.
+(bot/store/sqlite_file.py) before SQLite opens it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bot.state_location import prepare_private, tighten_side_files
+from bot.store.sqlite_file import prepare_private, tighten_side_files
 
 __all__ = ["BUSY_TIMEOUT", "open_connection"]
 
@@ -90,7 +90,7 @@ def open_connection(target: Path | None) -> sqlite3.Connection:
     """A connection to the state file `target` (None: in memory), its schema brought up to
     date; made on the store's thread, which alone uses it."""
     if target is not None:
-        prepare_private(target)  # 0700 directories, a 0600 file (bot/state_location.py)
+        prepare_private(target)  # 0700 directories, a 0600 file (bot/store/sqlite_file.py)
     conn = sqlite3.connect(
         ":memory:" if target is None else target,
         timeout=BUSY_TIMEOUT,
