@@ -8,10 +8,11 @@ The package's interface is what this module exports:
 - `protocols`: one Protocol per concern, `StateStore` the union of them, the seam the bot is
   written against; `abilities`: what only some stores can do (`FencedStore`, `StoreWrapper`,
   `BackgroundWriter`, `ScriptingStore`), checked once with `isinstance`;
-- `sqlite` (with `sqlite_thread`, `sqlite_schema`): the embedded store;
+- `sqlite` (with `sqlite_thread`, `sqlite_schema`, `sqlite_file`): the embedded store;
 - `redis` (with `redis_connection`, `redis_scripts`): the shared one, imported only for a
   `redis://` state, so a SQLite start never loads the Redis client;
-- `outage`: `OutageTolerantStore`, what a Redis store runs behind; `opening`: `open_store`.
+- `outage` (with `kept_writes`): `OutageTolerantStore`, what a Redis store runs behind;
+  `opening`: `open_store`.
 """
 
 from bot.store.abilities import (

@@ -23,7 +23,14 @@ from bot.store.protocols import StateStore
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
-__all__ = ["BackgroundWriter", "FencedStore", "ScriptingStore", "StoreWrapper", "inner_store"]
+__all__ = [
+    "BackgroundWriter",
+    "Fence",
+    "FencedStore",
+    "ScriptingStore",
+    "StoreWrapper",
+    "inner_store",
+]
 
 T = TypeVar("T")
 
