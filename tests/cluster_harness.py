@@ -43,7 +43,7 @@ import aiohttp
 import anyio
 import redis
 
-from bot.redis_store import PREFIX as REDIS_PREFIX
+from bot.store.redis_connection import PREFIX as REDIS_PREFIX
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
