@@ -31,7 +31,6 @@ from acp.client import (
     _acp_error_from,
     _looks_like_error_text,
     _says_sign_in_needed,
-    sign_in_advice,
 )
 from acp.client_methods import Authorize, method_not_found
 from acp.content import PromptContent
@@ -41,7 +40,7 @@ from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
 from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
-from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
+from acp.sign_in import agent_display_name, sign_in_advice, terminal_sign_in, without_terminal
 from acp.tool_gate import GatePlan, advertised_modes, describe_agent
 from acp.types import (
     AcpEvent,
