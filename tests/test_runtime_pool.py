@@ -19,7 +19,7 @@ import anyio.lowlevel
 import pytest
 
 from acp import AcpClient, AcpSession, PendingPermission, RuntimeSpec
-from acp.runtime import RuntimePool, pool_key
+from acp.runtime_pool import RuntimePool, pool_key
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store
