@@ -181,10 +181,6 @@ class AcpRuntime:
         if self._tg is not None:
             self._tg.start_soon(self.shutdown)
 
-    @property
-    def supports_load(self) -> bool:
-        return bool(self.agent_capabilities.get("loadSession"))
-
     def breadcrumbs(self) -> str:
         """Where a crash report should start looking: this agent and what it was last doing."""
         frames = ",".join(self.handle.recent_frames) or "none"
