@@ -10,7 +10,6 @@ or as the transport's `AcpRuntimeError`; this module only decides when to ask fo
 from __future__ import annotations
 
 import logging
-import re
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from acp.client import (
     AcpToolGateUnroutable,
     _acp_error_from,
     _says_sign_in_needed,
+    _version_refusal,
 )
 from acp.client_methods import Authorize, method_not_found
 from acp.gate_watch import GateTarget, start_gate
@@ -49,9 +49,6 @@ from acp.types import (
 from acp.workspace_files import ClientRequestRefused
 
 log = logging.getLogger(__name__)
-
-# How agents word a refusal of the protocol version we asked for.
-_RE_VERSION_REFUSED = re.compile(r"(unsupported|incompatible|unknown)\W+protocol\W*version", re.I)
 
 # Notifications for a session we have not opened yet (an agent may speak right after its
 # session/new answer, before we know the session): a few, for a few sessions.
@@ -193,9 +190,9 @@ class AcpClient(SessionResumption):
             raise
         ours = self.backend.protocol_version
         if reply.error is not None:
-            said = str(reply.error.get("message") or "") + " " + str(reply.error.get("data") or "")
-            if _RE_VERSION_REFUSED.search(said):
-                raise AcpProtocolMismatch(self.agent, ours, None, " ".join(said.split()))
+            refusal = _version_refusal(reply.error)
+            if refusal:
+                raise AcpProtocolMismatch(self.agent, ours, None, refusal)
         result = self._raise_for(reply)
         theirs = result.get("protocolVersion")
         if not speaks_our_version(theirs):

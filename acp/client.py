@@ -12,6 +12,7 @@ this module, never the other way round."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -226,6 +227,17 @@ class AcpProtocolMismatch(AcpError):
             f"a version of the agent that speaks ACP version {json.dumps(ours)}.",
             kind="protocol",
         )
+
+
+# How agents word a refusal of the protocol version we asked for.
+_RE_VERSION_REFUSED = re.compile(r"(unsupported|incompatible|unknown)\W+protocol\W*version", re.I)
+
+
+def _version_refusal(error: dict[str, Any]) -> str:
+    """The agent's words when its error to `initialize` refuses our protocol version, on one line
+    ("" when the error is about something else)."""
+    said = f"{error.get('message') or ''} {error.get('data') or ''}"
+    return " ".join(said.split()) if _RE_VERSION_REFUSED.search(said) else ""
 
 
 def _subject(agent: str) -> str:
