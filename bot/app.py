@@ -42,7 +42,7 @@ from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
-from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
+from bot.chat_runner import ChatRunner
 from bot.cluster import RelayedEvent, open_cluster
 from bot.commands import (
     PROJECT_TOKEN_PREFIX,
@@ -65,6 +65,7 @@ from bot.routing import ConversationRouting
 from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, StateStore, StoreFull
 from bot.store_reading import StoreReading
+from bot.turn import STOP_TOKEN_PREFIX
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 

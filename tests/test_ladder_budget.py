@@ -41,7 +41,7 @@ class Quiet:
     async def on_permission(self, pending: PendingPermission) -> str | None:
         return None
 
-    async def on_retry(self, error: AcpError, delay: float) -> None:
+    def on_retry(self, error: AcpError, delay: float) -> None:
         return None
 
 
