@@ -44,21 +44,14 @@ from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
 from bot.chat_runner import ChatRunner
 from bot.cluster import RelayedEvent, open_cluster
-from bot.commands import (
-    PROJECT_TOKEN_PREFIX,
-    STOP,
-    ParsedCommand,
-    command_menu,
-    parse_command,
-    project_pressed,
-    run_command,
-)
+from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
 from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
 from bot.metrics import SCRAPE_WAIT, LiveState, Metrics
 from bot.ops_view import OpsView
 from bot.permissions import ApprovalBroker
+from bot.project_commands import PROJECT_TOKEN_PREFIX, project_pressed
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.routing import ConversationRouting

@@ -69,16 +69,19 @@ class LiveOutput:
         self.files: list[AgentFile] = []
         self.started = time.monotonic()
         self._grown = anyio.Event()
+        self._told = False  # `_grown` is set for what arrived since the feeder last ran
         self._feeding = anyio.CancelScope()
         self._ticking = anyio.CancelScope()
 
     def on_text(self, text: str) -> None:
         if not text:
             return
-        if not self.text:
-            self.services.metrics.first_text.observe(time.monotonic() - self.started)
+        if not self._told:
+            if not self.text:
+                self.services.metrics.first_text.observe(time.monotonic() - self.started)
+            self._told = True
+            self._grown.set()
         self.text.append(text)
-        self._grown.set()
 
     def show_progress(self) -> None:
         self.reply.set_status(self.progress.block(time.monotonic() - self.started))
@@ -98,7 +101,7 @@ class LiveOutput:
         with self._feeding:
             while True:
                 await self._grown.wait()
-                self._grown = anyio.Event()
+                self._grown, self._told = anyio.Event(), False
                 text = str(self.text)
                 self.reply.update(text)
                 await anyio.sleep(len(text) / JOIN_CHARS_PER_SECOND)
