@@ -92,7 +92,7 @@ async def _ours(chunks: list[str], trickle: bool) -> tuple[float, str]:
             output.on_text(chunk)
             if trickle:
                 await anyio.lowlevel.checkpoint()
-        final = str(output.text)
+        final = output.text
         elapsed = time.perf_counter() - started
         output.stop_live()
     return elapsed, final

@@ -218,7 +218,10 @@ class _Walk:
         if not exc.transient:
             return False
         if isinstance(exc, AcpPromptBusy):
-            delay: float | None = self._busy(exc)
+            if self.busy_used >= self.policy.busy_retries:
+                return self._replay_fresh(exc)
+            self.busy_used += 1
+            delay: float | None = self.policy.base_delay * 0.75
         else:
             delay = self._transient(exc)
         if delay is None:
@@ -246,15 +249,12 @@ class _Walk:
         self.reset_due = True
         return 0.0
 
-    def _busy(self, exc: AcpPromptBusy) -> float | None:
-        """The agent still runs an earlier prompt: asked again shortly, a few times; then, once,
-        on a fresh session (where the caller can make one)."""
-        if self.busy_used < self.policy.busy_retries:
-            self.busy_used += 1
-            return self.policy.base_delay * 0.75
+    def _replay_fresh(self, exc: AcpPromptBusy) -> bool | float:
+        """The agent stayed busy with an earlier prompt through the busy budget: the prompt goes
+        once more, at once, to a fresh session (where the caller can start one)."""
         if self.renew is None or self.renewed:
             exc.retries = self.busy_used
-            return None
+            return False
         self.renewed, self.renew_due, self.busy_used = True, True, 0
         log.info("the agent stayed busy; replaying the prompt once on a fresh session")
         return 0.0

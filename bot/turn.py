@@ -128,11 +128,11 @@ class Turn:
                     services.metrics.turn_ended(SHUTDOWN, time.monotonic() - output.started)
                     self._end_live(output)
                     with anyio.CancelScope(shield=True):
-                        final = join_paragraphs(str(output.text), SHUTDOWN_NOTE)
+                        final = join_paragraphs(output.text, SHUTDOWN_NOTE)
                         await services.finish_reply(reply, host.key, final, turn_id=self.turn_id)
                     raise
                 self._end_live(output)
-                answer = join_paragraphs(str(output.text), ending.notice) or NO_REPLY
+                answer = join_paragraphs(output.text, ending.notice) or NO_REPLY
                 final, whole = self._as_file(join_paragraphs(answer, self._footer(output)))
                 await services.finish_reply(reply, host.key, final, turn_id=self.turn_id)
                 elapsed = time.monotonic() - output.started
@@ -191,7 +191,7 @@ class Turn:
             host.log_fault(exc, "answering")
             return _Ending(FAULT, fault_sentence(exc), type(exc))
         if stats.refusal is not None:
-            return _Ending(REFUSED, refusal_card_text(stats.refusal, str(output.text)))
+            return _Ending(REFUSED, refusal_card_text(stats.refusal, output.text))
         outcome = STOPPED if stats.stop_reason == STOP_REASON_CANCELLED else ANSWERED
         return _Ending(outcome, stop_notice(stats))
 

@@ -1,8 +1,8 @@
 """Where a chat turn's events go (`LiveOutput`, the ladder's `TurnOutput` for a chat): the text
 and progress (plan, tools, elapsed time) to the live reply, the agent's files kept for after the
-final, approvals to the broker. The reply's text is kept here, once (`ReplyText`); the stream is
-handed it as it grows. (The agent's commands and context usage are the session's state, kept in
-acp.)"""
+final, approvals to the broker. The reply's text is kept here, once (`LiveOutput.text`); the
+stream is handed it as it grows. (The agent's commands and context usage are the session's
+state, kept in acp.)"""
 
 from __future__ import annotations
 
@@ -20,36 +20,14 @@ from surfaces.base import ConversationKey, Surface, UserRef
 log = logging.getLogger(__name__)
 
 FILES_KEPT = 50  # agent files remembered per turn; past it they are dropped with a log line
-# Joining the whole reply for the live message copies it: the stream is handed the text at most
-# as often as that copying stays about 1% of the time, however many chunks arrive in between
-# (a flood of 80,000 tiny chunks then costs a few joins, not 80,000).
+# Joining the whole reply for the live message copies it: the stream is handed the text as it
+# grows, at once unless joining it that often would take more than about 1% of the time; then
+# once the share allows (a flood of 80,000 tiny chunks costs a few joins, not 80,000).
 JOIN_CHARS_PER_SECOND = 50_000_000
 
 
-class ReplyText:
-    """A reply's text as it streams in: chunks kept in a list and joined when read (the join
-    replaces them), never a string grown by `+=`, which copies all of it for every chunk."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self) -> None:
-        self._parts: list[str] = []
-
-    def append(self, chunk: str) -> None:
-        self._parts.append(chunk)
-
-    def __bool__(self) -> bool:
-        return bool(self._parts)
-
-    def __str__(self) -> str:
-        parts = self._parts
-        if len(parts) > 1:
-            parts[:] = ["".join(parts)]
-        return parts[0] if parts else ""
-
-
 class LiveOutput:
-    """One chat turn's output, shown live while `show_live` runs (until `stop_live`)."""
+    """One chat turn's output, shown live from `show_live` to `stop_live`."""
 
     def __init__(
         self,
@@ -64,47 +42,72 @@ class LiveOutput:
         self.key = key
         self.reply = reply
         self.requester = requester
-        self.text = ReplyText()
+        # The reply's text as it streams in: chunks kept in a list and joined when read (the join
+        # replaces them), never a string grown by `+=`, which copies all of it for every chunk.
+        self._parts: list[str] = []
         self.progress = TurnProgress()
         self.files: list[AgentFile] = []
         self.started = time.monotonic()
-        self._grown = anyio.Event()
-        self._told = False  # `_grown` is set for what arrived since the feeder last ran
-        self._feeding = anyio.CancelScope()
+        self._next_join = 0.0  # the stream may be handed the text again from then on
+        self._deferred = False  # text waits for `_next_join`, handed on by `_feed`
+        self._feeding: anyio.CancelScope | None = None  # `_feed` runs, until `stop_live`
         self._ticking = anyio.CancelScope()
+        self._grown = anyio.Event()
+
+    @property
+    def text(self) -> str:
+        """The reply so far."""
+        parts = self._parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
 
     def on_text(self, text: str) -> None:
         if not text:
             return
-        if not self._told:
-            if not self.text:
-                self.services.metrics.first_text.observe(time.monotonic() - self.started)
-            self._told = True
-            self._grown.set()
-        self.text.append(text)
+        parts = self._parts
+        if not parts:
+            self.services.metrics.first_text.observe(time.monotonic() - self.started)
+        parts.append(text)
+        if self._deferred:
+            return
+        now = time.monotonic()
+        if now >= self._next_join:
+            self._hand_on(now)
+            return
+        self._deferred = True
+        if self._feeding is None:  # only a turn that streams faster than it joins needs it
+            self._feeding = anyio.CancelScope()
+            self.services.spawn(self._feed)
+        self._grown.set()
+
+    def _hand_on(self, now: float) -> None:
+        text = self.text
+        self.reply.update(text)
+        self._next_join = now + len(text) / JOIN_CHARS_PER_SECOND
+
+    async def _feed(self) -> None:
+        assert self._feeding is not None
+        with self._feeding:
+            while True:
+                await self._grown.wait()
+                self._grown = anyio.Event()
+                await anyio.sleep(max(0.0, self._next_join - time.monotonic()))
+                self._deferred = False
+                self._hand_on(time.monotonic())
 
     def show_progress(self) -> None:
         self.reply.set_status(self.progress.block(time.monotonic() - self.started))
 
     def show_live(self, tick_interval: float) -> None:
-        """Start handing the stream the text as it grows, and refreshing the elapsed time every
-        `tick_interval` s while the turn is quiet (the stream paces the edits and skips one that
-        changes nothing), in tasks of the app's."""
-        self.services.spawn(self._feed)
+        """Refresh the elapsed time every `tick_interval` s while the turn is quiet (the stream
+        paces the edits and skips one that changes nothing), in a task of the app's."""
         self.services.spawn(lambda: self._tick(tick_interval))
 
     def stop_live(self) -> None:
-        self._feeding.cancel()
+        if self._feeding is not None:
+            self._feeding.cancel()
         self._ticking.cancel()
-
-    async def _feed(self) -> None:
-        with self._feeding:
-            while True:
-                await self._grown.wait()
-                self._grown, self._told = anyio.Event(), False
-                text = str(self.text)
-                self.reply.update(text)
-                await anyio.sleep(len(text) / JOIN_CHARS_PER_SECOND)
 
     async def _tick(self, interval: float) -> None:
         with self._ticking:
