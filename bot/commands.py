@@ -5,7 +5,11 @@ and a bare "/" opens Discord's picker); help text and platform command menus are
 the table. /compact is the agent's, sent on only to an agent that lists it (bot/agent_commands.py).
 Anything else that starts with a prefix is passed to the agent as typed, so agent-side
 slash commands keep working; a doubled prefix (`//status`, `!!status`) is always the agent's,
-sent on as `/status`, so an agent command named like one of ours stays reachable."""
+sent on as `/status`, so an agent command named like one of ours stays reachable.
+
+The handlers live by family (bot/session_commands.py, bot/project_commands.py,
+bot/status_commands.py; /compact in bot/agent_commands.py, /help here); each is given a
+`CommandContext` (bot/command_context.py): the conversation and who asked."""
 
 from __future__ import annotations
 
