@@ -59,7 +59,9 @@ class LiveOutput:
         """The reply so far."""
         parts = self._parts
         if len(parts) > 1:
-            parts[:] = ["".join(parts)]
+            joined = "".join(parts)
+            parts.clear()
+            parts.append(joined)
         return parts[0] if parts else ""
 
     def on_text(self, text: str) -> None:
