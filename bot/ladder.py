@@ -156,6 +156,27 @@ class _Walk:
     (its backoff hook) is the one place that says whether, and after how long, a failed attempt
     is tried again, and readies what the next one needs (a respawn, a fresh session)."""
 
+    __slots__ = (
+        "activity",
+        "began",
+        "busy_used",
+        "continued",
+        "deadline",
+        "output",
+        "policy",
+        "prompt",
+        "prompted",
+        "reconnects_used",
+        "renew",
+        "renew_due",
+        "renewed",
+        "reset_due",
+        "shown",
+        "source",
+        "timeout",
+        "transient_used",
+    )
+
     def __init__(
         self,
         source: SessionSource,
@@ -301,8 +322,18 @@ async def run_turn(
     `renew` starts a fresh session in place of one whose agent stays busy with an earlier
     prompt (the prompt is replayed there once); without it, the busy error ends the turn."""
     walk = _Walk(source, prompt, output, policy, timeout, renew)
+    # The first attempt runs before any retry machinery is built: nearly every turn needs none,
+    # and with a thousand turns at once its few kilobytes each add up. Its failure is then the
+    # first attempt's outcome in stamina's loop, decided like every later one.
+    try:
+        return await walk.attempt()
+    except Exception as exc:
+        first: Exception | None = exc
     # Every limit is the walk's (`decide`): stamina's own attempts and timeout are off.
     async for attempt in stamina.retry_context(on=walk.decide, attempts=None, timeout=None):
         with attempt:
+            if first is not None:
+                failed, first = first, None
+                raise failed
             return await walk.attempt()
     raise AssertionError("unreachable: stamina re-raises the error that ends the walk")
