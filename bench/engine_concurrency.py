@@ -417,7 +417,7 @@ async def _baseline(args: argparse.Namespace, rec: Recorder, clock: ChunkClock) 
         for stream, seq in batch:
             produced[stream.conv][seq] = now
         clock.cpu += time.thread_time() - cpu
-        for stream, seq in batch:  # the engine's _ChatOutput does this per chunk
+        for stream, seq in batch:  # the stream handed the whole text per chunk
             stream.text += texts[seq]
             stream.reply.update(stream.text)
             if seq == last:

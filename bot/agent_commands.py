@@ -19,7 +19,8 @@ import anyio
 
 from acp import AgentCommand, ConfigOption, SessionState
 from bot.chat_runner import ChatRunner
-from surfaces.base import Inbound, UserRef
+from bot.command_context import CommandContext
+from surfaces.base import Inbound
 
 # How long a session opened for /help or /compact is given to list its commands.
 COMMANDS_WAIT = 1.5
@@ -54,10 +55,11 @@ def compacting_command(commands: tuple[AgentCommand, ...]) -> AgentCommand | Non
     return None
 
 
-async def compact(runner: ChatRunner, args: str, by: UserRef | None) -> str:
+async def compact(context: CommandContext, args: str) -> str:
     """/compact typed where the agent's commands were not known to include it (an agent that
     lists it gets it as typed: `bot.commands.parse_command`): learned now, it is sent on;
     otherwise one sentence says what the agent has instead."""
+    runner, by = context.runner, context.asker
     commands = await learn_agent_commands(runner)
     if any(command.name.lower() == COMPACT for command in commands):
         if by is None:
@@ -65,7 +67,7 @@ async def compact(runner: ChatRunner, args: str, by: UserRef | None) -> str:
         text = f"/{COMPACT} {args}".rstrip()
         await runner.submit(Inbound(runner.key, by, text, f"compact-{secrets.token_hex(8)}"))
         return ""
-    prefix = runner.surface.capabilities.command_prefixes[0]
+    prefix = context.prefix
     other = compacting_command(commands)
     if other is not None:
         return (

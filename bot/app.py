@@ -42,30 +42,24 @@ from bot.access import AccessPolicy
 from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
-from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
+from bot.chat_runner import ChatRunner
 from bot.cluster import RelayedEvent
 from bot.cluster_choice import open_cluster
-from bot.commands import (
-    PROJECT_TOKEN_PREFIX,
-    STOP,
-    ParsedCommand,
-    command_menu,
-    parse_command,
-    project_pressed,
-    run_command,
-)
+from bot.commands import STOP, ParsedCommand, command_menu, parse_command, run_command
 from bot.faults import fault_sentence, log_fault, report_store_full, told_without_store
 from bot.http_server import HttpServer
 from bot.ladder import RetryPolicy
 from bot.metrics import SCRAPE_WAIT, LiveState, Metrics
 from bot.ops_view import OpsView
 from bot.permissions import ApprovalBroker
+from bot.project_commands import PROJECT_TOKEN_PREFIX, project_pressed
 from bot.projects import build_projects
 from bot.reply import ReplyStream, open_reply
 from bot.routing import ConversationRouting
 from bot.runtime_tuning import tuned_for_serving
 from bot.store import DeliveryEntry, StateStore, StoreFull
 from bot.store_reading import StoreReading
+from bot.turn import STOP_TOKEN_PREFIX
 from config import Settings, valid_text
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 

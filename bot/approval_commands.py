@@ -7,11 +7,12 @@ state is watched besides (acp/gate_watch.py): this only saves the round trip."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from acp import switches_approvals_off
 from bot.chat_runner import ChatRunner
-from surfaces.base import ConversationKey, UserRef
+from bot.command_context import CommandContext, Handler
+from surfaces.base import ConversationKey
 from surfaces.bounded import BoundedMap
 
 # What each released conversation's session withheld: its next message may come before the
@@ -40,15 +41,13 @@ def approvals_off(name: str, args: str = "", withheld: Sequence[str] = ()) -> bo
     return name in withheld or switches_approvals_off(name, args=args)
 
 
-def refusal(
-    name: str, asker: Callable[[], UserRef | None]
-) -> Callable[[ChatRunner, str], Awaitable[str]]:
-    """The answer to the agent command `name`, typed by `asker()`, in place of sending it."""
+def refusal(name: str) -> Handler:
+    """The answer to the agent command `name`, in place of sending it on."""
 
-    async def refuse(runner: ChatRunner, args: str) -> str:
-        who = asker()
-        await runner.services.audit.refused(
-            runner.key.surface, who.id if who else "", "agent approvals command", command=name
+    async def refuse(context: CommandContext, args: str) -> str:
+        key = context.runner.key
+        await context.runner.services.audit.refused(
+            key.surface, context.asker_id, "agent approvals command", command=name
         )
         return (
             f"Switchboard does not send /{name} to the agent: approvals are Switchboard's to "

@@ -114,7 +114,7 @@ class _AskOutput:
     async def on_permission(self, pending: PendingPermission) -> str | None:
         raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)
 
-    async def on_retry(self, error: AcpError, delay: float) -> None:
+    def on_retry(self, error: AcpError, delay: float) -> None:
         log.info("%s; retrying in %.1f s", error.kind, delay)
 
 

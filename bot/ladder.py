@@ -2,23 +2,29 @@
 message text), shared by the chat runner and the one-shot `ask` command.
 
 - transient errors (throttling, 5xx, connection, momentary failures) are retried with backoff,
-  about 2/4/8 s with jitter; prompt-busy has a short budget of its own;
+  about 2/4/8 s with jitter; prompt-busy has a short budget of its own, then one replay on a
+  fresh session where the caller can start one (`renew`);
 - the agent process dying before it did anything respawns it and resends (reconnect budget);
 - once the agent streamed text or started a tool, the prompt is never resent verbatim: at most one
   continuation prompt, else the partial output and the error;
-- terminal errors, refusals, timeouts and cancels skip the ladder."""
+- terminal errors, refusals, timeouts and cancels skip the ladder.
+
+Whether a prompt may be resent, and what a busy agent gets, is decided here and nowhere else
+(from what the ladder saw the attempt do). The attempts and the waits between them run on
+`stamina` (its test mode, `stamina.set_testing`, makes the waits zero)."""
 
 from __future__ import annotations
 
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
+import stamina
 
 from acp import (
     AcpError,
@@ -94,28 +100,26 @@ class TurnOutput(Protocol):
         """Return the chosen option id, or None for `cancelled`; may raise to stop the turn."""
         ...
 
-    async def on_retry(self, error: AcpError, delay: float) -> None: ...
+    def on_retry(self, error: AcpError, delay: float) -> None:
+        """The ladder tries again after `delay` seconds; must return at once."""
+        ...
 
 
-@dataclass(slots=True)
-class _Attempt:
-    """What one attempt did: whether it may be resent (the text it streamed is the partial
-    output of the error that ends it)."""
-
-    activity: bool = False
+# Starts a fresh session for a prompt the agent's current one is still busy with.
+Renew = Callable[[], Awaitable[None]]
 
 
 async def _stream(
     session: AcpSession,
     prompt: PromptContent,
     output: TurnOutput,
-    attempt: _Attempt,
+    walk: _Walk,
     timeout: float | None,
 ) -> AcpPromptStats:
     def on_text(event: AcpEvent) -> None:
         chunk = event.text
-        if not attempt.activity and chunk.strip():
-            attempt.activity = True
+        if not walk.activity and chunk.strip():
+            walk.activity = True
         output.on_text(chunk)
 
     events: AsyncIterator[AcpEvent] = session.prompt(prompt, timeout=timeout, on_text=on_text)
@@ -137,13 +141,162 @@ async def _stream(
                 event.permission.respond(answer)
                 continue
             if kind is EventKind.TOOL_CALL or kind is EventKind.FILE:
-                attempt.activity = True
+                walk.activity = True
             await output.on_event(event)
     raise AcpError(
         "The agent ended the turn without saying how (no ACP stop reason); send the message "
         "again, and if it keeps happening, check that the agent speaks ACP.",
         kind="protocol",
     )
+
+
+class _Walk:
+    """One turn's way down the ladder: the budgets spent, the text shown over its attempts, and
+    what the next attempt sends. `stamina` runs the attempts and the waits between them; `decide`
+    (its backoff hook) is the one place that says whether, and after how long, a failed attempt
+    is tried again, and readies what the next one needs (a respawn, a fresh session)."""
+
+    __slots__ = (
+        "activity",
+        "began",
+        "busy_used",
+        "continued",
+        "deadline",
+        "output",
+        "policy",
+        "prompt",
+        "prompted",
+        "reconnects_used",
+        "renew",
+        "renew_due",
+        "renewed",
+        "reset_due",
+        "shown",
+        "source",
+        "timeout",
+        "transient_used",
+    )
+
+    def __init__(
+        self,
+        source: SessionSource,
+        prompt: PromptContent,
+        output: TurnOutput,
+        policy: RetryPolicy,
+        timeout: float | None,
+        renew: Renew | None,
+    ) -> None:
+        self.source = source
+        self.prompt = prompt
+        self.output = output
+        self.policy = policy
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.renew = renew
+        self.transient_used = self.busy_used = self.reconnects_used = 0
+        self.continued = False  # the continuation prompt was sent
+        self.renewed = False  # the prompt went once to a fresh session after the agent was busy
+        self.shown = ""  # text already delivered over earlier attempts
+        # The attempt under way: whether its prompt reached the agent, when, and whether the
+        # agent visibly acted on it (text or a tool or a file: resending it is then unsafe).
+        self.prompted = False
+        self.began = 0.0
+        self.activity = False
+        self.reset_due = False  # the agent died before answering: respawn it first
+        self.renew_due = False  # the agent stayed busy: a fresh session first
+
+    async def attempt(self) -> AcpPromptStats:
+        self.prompted = self.activity = False
+        if self.reset_due:
+            self.reset_due = False
+            await self.source.reset()
+        if self.renew_due:
+            self.renew_due = False
+            assert self.renew is not None
+            await self.renew()
+        left = None if self.deadline is None else self.deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise AcpTimeoutError(self.timeout or 0.0, self.shown)
+        session = await self.source.session()
+        self.prompted, self.began = True, time.monotonic()
+        try:
+            return await _stream(session, self.prompt, self.output, self, left)
+        except AcpTimeoutError as exc:
+            if self.timeout is None:
+                raise
+            # The attempt had what was left; the person set (and reads) the whole turn's limit.
+            raise AcpTimeoutError(self.timeout, self.shown + exc.partial_output) from exc
+
+    def decide(self, exc: Exception) -> bool | float:
+        """False: `exc` ends the turn (carrying the partial output and the retries spent); else
+        the seconds to wait before the next attempt."""
+        if not isinstance(exc, AcpError) or not self.prompted or isinstance(exc, AcpTimeoutError):
+            return False  # ours, a failure to reach the agent at all, or out of time
+        self.shown += exc.partial_output
+        exc.partial_output = self.shown
+        if isinstance(exc, AcpProcessDied):
+            return self._respawn(exc)
+        if not exc.transient:
+            return False
+        if isinstance(exc, AcpPromptBusy):
+            if self.busy_used >= self.policy.busy_retries:
+                return self._replay_fresh(exc)
+            self.busy_used += 1
+            delay: float | None = self.policy.base_delay * 0.75
+        else:
+            delay = self._transient(exc)
+        if delay is None:
+            return False
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            # the retry just counted will not happen
+            exc.retries = (
+                self.busy_used if isinstance(exc, AcpPromptBusy) else self.transient_used
+            ) - 1
+            exc.stopped_because = (
+                f"the turn's time limit of {self.timeout:g} s left no time to try again"
+            )
+            return False
+        log.info("retrying after %s error in %.1f s", exc.kind, delay)
+        self.output.on_retry(exc, delay)
+        return delay
+
+    def _respawn(self, exc: AcpProcessDied) -> bool | float:
+        """The agent died: started again and prompted again only when it had not acted yet."""
+        if self.activity or self.reconnects_used >= self.policy.reconnects:
+            exc.retries = self.reconnects_used
+            return False
+        self.reconnects_used += 1
+        log.info("agent died before answering; respawning (%d)", self.reconnects_used)
+        self.reset_due = True
+        return 0.0
+
+    def _replay_fresh(self, exc: AcpPromptBusy) -> bool | float:
+        """The agent stayed busy with an earlier prompt through the busy budget: the prompt goes
+        once more, at once, to a fresh session (where the caller can start one)."""
+        if self.renew is None or self.renewed:
+            exc.retries = self.busy_used
+            return False
+        self.renewed, self.renew_due, self.busy_used = True, True, 0
+        log.info("the agent stayed busy; replaying the prompt once on a fresh session")
+        return 0.0
+
+    def _transient(self, exc: AcpError) -> float | None:
+        if self.transient_used >= self.policy.transient_retries or self.continued:
+            exc.retries = self.transient_used
+            return None
+        spent = time.monotonic() - self.began
+        if spent >= self.policy.long_attempt and not self.activity:
+            exc.retries = self.transient_used
+            exc.stopped_because = (
+                f"the agent had already spent {spent:.0f} s on it, retrying on its own, "
+                "so Switchboard did not start it over"
+            )
+            return None
+        if self.activity:
+            self.continued = True
+            self.prompt = CONTINUE_PROMPT
+        self.transient_used += 1
+        return self.policy.backoff(self.transient_used)
 
 
 async def run_turn(
@@ -153,6 +306,7 @@ async def run_turn(
     *,
     policy: RetryPolicy,
     timeout: float | None = None,
+    renew: Renew | None = None,
 ) -> AcpPromptStats:
     """Run one turn to its stop reason, walking the ladder; a failure that ends it carries the
     partial output shown so far and the retries spent (`partial_output`, `retries`).
@@ -163,70 +317,23 @@ async def run_turn(
     `timeout` bounds the whole turn, retries and the waits between them included: each attempt
     gets what is left, and no retry starts that could not finish in time. An attempt that spent
     `policy.long_attempt` seconds or more before a transient error, without writing anything,
-    was the agent retrying on its own: it is not retried from zero again."""
-    transient_used = busy_used = reconnects_used = 0
-    continued = False
-    shown = ""  # text already delivered over earlier attempts
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        attempt = _Attempt()
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise AcpTimeoutError(timeout or 0.0, shown)
-        session = await source.session()
-        began = time.monotonic()
-        try:
-            return await _stream(session, prompt, output, attempt, left)
-        except AcpTimeoutError as exc:
-            if timeout is None:
-                raise
-            # The attempt had what was left; the person set (and reads) the whole turn's limit.
-            raise AcpTimeoutError(timeout, shown + exc.partial_output) from exc
-        except AcpProcessDied as exc:
-            shown += exc.partial_output
-            if exc.ambiguous_delivery or attempt.activity or reconnects_used >= policy.reconnects:
-                exc.partial_output = shown
-                exc.retries = reconnects_used
-                raise
-            reconnects_used += 1
-            log.info("agent died before answering; respawning (%d)", reconnects_used)
-            await source.reset()
-            continue
-        except AcpError as exc:
-            shown += exc.partial_output
-            exc.partial_output = shown
-            if not exc.transient:
-                raise
-            if isinstance(exc, AcpPromptBusy):
-                if busy_used >= policy.busy_retries:
-                    exc.retries = busy_used
-                    raise
-                busy_used += 1
-                delay = policy.base_delay * 0.75
-            else:
-                if transient_used >= policy.transient_retries or continued:
-                    exc.retries = transient_used
-                    raise
-                spent = time.monotonic() - began
-                if spent >= policy.long_attempt and not attempt.activity:
-                    exc.retries = transient_used
-                    exc.stopped_because = (
-                        f"the agent had already spent {spent:.0f} s on it, retrying on its own, "
-                        "so Switchboard did not start it over"
-                    )
-                    raise
-                if attempt.activity:
-                    continued = True
-                    prompt = CONTINUE_PROMPT
-                transient_used += 1
-                delay = policy.backoff(transient_used)
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                # the retry just counted will not happen
-                exc.retries = (busy_used if isinstance(exc, AcpPromptBusy) else transient_used) - 1
-                exc.stopped_because = (
-                    f"the turn's time limit of {timeout:g} s left no time to try again"
-                )
-                raise
-            log.info("retrying after %s error in %.1f s", exc.kind, delay)
-            await output.on_retry(exc, delay)
-            await anyio.sleep(delay)
+    was the agent retrying on its own: it is not retried from zero again.
+
+    `renew` starts a fresh session in place of one whose agent stays busy with an earlier
+    prompt (the prompt is replayed there once); without it, the busy error ends the turn."""
+    walk = _Walk(source, prompt, output, policy, timeout, renew)
+    # The first attempt runs before any retry machinery is built: nearly every turn needs none,
+    # and with a thousand turns at once its few kilobytes each add up. Its failure is then the
+    # first attempt's outcome in stamina's loop, decided like every later one.
+    try:
+        return await walk.attempt()
+    except Exception as exc:
+        first: Exception | None = exc
+    # Every limit is the walk's (`decide`): stamina's own attempts and timeout are off.
+    async for attempt in stamina.retry_context(on=walk.decide, attempts=None, timeout=None):
+        with attempt:
+            if first is not None:
+                failed, first = first, None
+                raise failed
+            return await walk.attempt()
+    raise AssertionError("unreachable: stamina re-raises the error that ends the walk")

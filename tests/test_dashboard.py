@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from acp import RefusalInfo
-from bot.chat_runner import refusal_card_text
+from bot.notices import refusal_card_text
 from config.settings import DashboardSettings
 from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import digest_of

@@ -1,6 +1,7 @@
 """The retry ladder's budgets (bot/ladder.py) with agents that retry themselves: `--timeout` bounds
 the whole turn, retries and backoff included, and an attempt that already took long before a
-transient error is not started over. Against the scripted fake agent."""
+transient error is not started over; an agent still busy with an earlier prompt gets the prompt
+once more on a fresh session, where the caller can start one. Against the scripted fake agent."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+import stamina
 
-from acp import AcpError, AcpEvent, AcpSession, PendingPermission
+from acp import AcpError, AcpEvent, AcpPromptBusy, AcpSession, PendingPermission
 from bot.ladder import RetryPolicy, run_turn
 from tests.acp_helpers import agent_spec, open_test_client
 from tests.conftest import FakeAgent, script
@@ -41,7 +43,7 @@ class Quiet:
     async def on_permission(self, pending: PendingPermission) -> str | None:
         return None
 
-    async def on_retry(self, error: AcpError, delay: float) -> None:
+    def on_retry(self, error: AcpError, delay: float) -> None:
         return None
 
 
@@ -87,3 +89,63 @@ async def test_a_short_attempt_that_fails_the_same_way_is_retried(
     error = await failing_turn(fake_agent, workspace, steps, policy, timeout=None)
     assert len(fake_agent.prompt_texts()) == 2
     assert error.retries == 1 and "already spent" not in str(error)
+
+
+BUSY = {
+    "error": {"code": -32603, "message": "Internal error", "data": "prompt already in progress"}
+}
+
+
+async def busy_turn(
+    agent: FakeAgent, workspace: Path, steps: str, renewed: list[str] | None
+) -> AcpError | None:
+    """`steps` against a session whose agent may stay busy; `renewed` (when given) records each
+    fresh session the ladder asks for. The ladder's waits are zero (stamina's test mode)."""
+
+    async def renew() -> None:
+        assert renewed is not None
+        renewed.append("fresh")
+
+    with stamina.set_testing(True, attempts=10), anyio.fail_after(WAIT):
+        async with open_test_client(agent_spec(agent, workspace)) as client:
+            session = await client.open_session()
+            try:
+                await run_turn(
+                    OneSession(session),
+                    steps,
+                    Quiet(),
+                    policy=RetryPolicy(),
+                    renew=None if renewed is None else renew,
+                )
+            except AcpError as exc:
+                return exc
+    return None
+
+
+async def test_a_busy_agent_gets_the_prompt_once_more_on_a_fresh_session(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    renewed: list[str] = []
+    steps = script({"attempts": [[BUSY], [BUSY], [BUSY], [{"chunk": "got through"}]]})
+    assert await busy_turn(fake_agent, workspace, steps, renewed) is None
+    assert renewed == ["fresh"]
+    assert len(fake_agent.prompt_texts()) == 4  # the busy budget, then the one replay
+
+
+async def test_the_replay_on_a_fresh_session_happens_once(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    renewed: list[str] = []
+    error = await busy_turn(fake_agent, workspace, script(BUSY), renewed)
+    assert isinstance(error, AcpPromptBusy)
+    assert renewed == ["fresh"]
+    assert len(fake_agent.prompt_texts()) == 6  # twice the busy budget, no more
+    assert error.retries == 2
+
+
+async def test_without_a_way_to_a_fresh_session_the_busy_budget_ends_the_turn(
+    fake_agent: FakeAgent, workspace: Path
+) -> None:
+    error = await busy_turn(fake_agent, workspace, script(BUSY), None)
+    assert isinstance(error, AcpPromptBusy)
+    assert len(fake_agent.prompt_texts()) == 3

@@ -253,7 +253,7 @@ async def test_a_failing_menu_update_is_logged_and_the_turn_is_unharmed(
 ) -> None:
     surface = ScriptedSurface(agent_menus=True)
     surface.crash(CHAT, "agent_menu", RuntimeError("menu API down"))
-    caplog.set_level(logging.WARNING, "bot.chat_runner")
+    caplog.set_level(logging.WARNING, "bot.agent_menu")
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         steps = script(commands_update("review"), {"chunk": "ok"})
         await finished(surface.post(surface.message("alice", steps)))

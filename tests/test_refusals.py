@@ -1,6 +1,6 @@
 """Refusals: kiro's structured `_kiro.dev/metadata` (parse_refusal), bare `stopReason:"refusal"`,
 how a refused turn ends (AcpPromptStats.terminal_refusal), and the card a person reads
-(bot.chat_runner.refusal_card_text)."""
+(bot.notices.refusal_card_text)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from acp._dispatch import (
     REFUSAL_MODEL_MAX,
     parse_refusal,
 )
-from bot.chat_runner import refusal_card_text
+from bot.notices import refusal_card_text
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client
 from tests.conftest import FakeAgent, script
 

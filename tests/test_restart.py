@@ -21,9 +21,9 @@ import anyio
 import anyio.abc
 import pytest
 
-from bot.chat_runner import JOURNAL_TTL
 from bot.notices import RESTART_NOTICE
 from bot.store import JournalEntry, SqliteStateStore
+from bot.turn_journal import JOURNAL_TTL
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
 from tests.conftest import FakeAgent, pid_alive
