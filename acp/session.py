@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 
 from acp._dispatch import parse_permission_request
-from acp._turn import PromptTurn, drain_notifications
-from acp.approval_cover import ApprovalCover, ClientAction
+from acp._turn import PromptTurn
+from acp.approval_cover import ApprovalCover, ClientAction, TurnApprovals
 from acp.backends import Backend, speaks_our_version
 from acp.client import (
     AcpAuthRequired,
@@ -36,6 +36,7 @@ from acp.client import (
 from acp.client_methods import Authorize, method_not_found
 from acp.content import PromptContent
 from acp.gate_watch import GateTarget, GateWatch, start_gate
+from acp.inbox import drain_notifications, open_inbox
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
@@ -43,6 +44,7 @@ from acp.session_resume import KnownModes, SessionResumption
 from acp.session_state import SessionState
 from acp.sign_in import agent_display_name, terminal_sign_in, without_terminal
 from acp.tool_gate import GatePlan, advertised_modes, describe_agent
+from acp.turn_setup import SessionLine, TurnAgent, TurnHooks
 from acp.types import (
     AcpEvent,
     AgentSessionInfo,
@@ -126,7 +128,7 @@ class AcpSession:
         # Awaited in the turn when a `switch_mode` tool call completes: the approval state is
         # checked again at once (the agent may have left its asking mode without saying so).
         self.on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = self._after_switch_mode
-        self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
+        self.inbox = inbox = open_inbox(client.runtime.handle, session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
         drain_notifications(inbox.items, self.state.apply)  # queued while nobody read them
@@ -236,27 +238,28 @@ class AcpSession:
         client = self.client
         if self.gate is not None:
             self.gate.restores = 0  # a prompt between restores: the agent is not fighting us
+        backend = client.backend
         return PromptTurn(
-            handle=client.runtime.handle,
-            inbox=self.inbox,
-            session_id=self.session_id,
-            backend=client.backend,
+            SessionLine(client.runtime.handle, self.inbox, self.session_id),
+            TurnAgent(
+                name=client.agent or backend.label,
+                quirks=backend.quirks(_looks_like_error_text),
+                classify=self._error_from,
+                stderr_tail=client.runtime.stderr.text,
+                cancel_grace=client.cancel_grace,
+            ),
+            TurnHooks(
+                claim=self._claim,
+                release=self._release,
+                observe=self._observe,
+                warn=self.state.warn,
+                restore_gate=self.restore_gate if self.gate is not None else None,
+                on_switch_mode=self.on_switch_mode,
+            ),
+            TurnApprovals(self.cover, client.runtime.spec.workspace),
+            gated=self.gated and not backend.sandboxed_gate,
             timeout=timeout,
-            cancel_grace=client.cancel_grace,
-            classify=self._error_from,
-            looks_like_error=_looks_like_error_text,
-            stderr_tail=client.runtime.stderr.text,
-            claim=self._claim,
-            release=self._release,
             on_text=on_text,
-            gated=self.gated and not client.backend.sandboxed_gate,
-            agent=client.agent,
-            observe=self._observe,
-            warn=self.state.warn,
-            restore_gate=self.restore_gate if self.gate is not None else None,
-            cover=self.cover,
-            workspace=client.runtime.spec.workspace,
-            on_switch_mode=self.on_switch_mode,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:
@@ -358,9 +361,8 @@ class AcpClient(SessionResumption):
         # Sessions whose session/close is on its way: taking one up again waits for it.
         self._closing: dict[str, anyio.Event] = {}
         self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
-        self._other_notifications = runtime.handle.on_notification
-        runtime.handle.on_request = self._on_agent_request
-        runtime.handle.on_notification = self._on_notification
+        runtime.handle.serve_requests(self._on_agent_request)
+        runtime.handle.listen(self._on_notification)
         runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
     @property
@@ -518,7 +520,6 @@ class AcpClient(SessionResumption):
                     self._early.popitem(last=False)
             if len(frames) < _EARLY_FRAMES:
                 frames.append((method, params))
-        self._other_notifications(method, params)
 
     def take_early(self, session_id: str) -> list[tuple[str, Any]]:
         return self._early.pop(session_id, [])
@@ -567,7 +568,7 @@ class AcpClient(SessionResumption):
         """To the running turn, in order with its other events (none: nobody is watching)."""
         session = self.sessions.get(activity.session_id)
         if session is not None and session.turn is not None:
-            session.inbox.push(("c", activity))
+            session.turn.terminal_ran(activity)
 
     def _session_state(self, session_id: str) -> str:
         session = self.sessions.get(session_id)
