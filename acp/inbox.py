@@ -120,14 +120,14 @@ class SessionInbox:
                 self._waiter = None
 
 
-def open_inbox(handle: SessionHandle, session_id: str) -> SessionInbox:
+def inbox_for(handle: SessionHandle, session_id: str) -> SessionInbox:
     """The session's inbox on `handle`: the one it has (session/load opened it before the
     session object exists), else a new one."""
-    inbox = handle.sink_of(session_id)
+    inbox = handle.inbox_of(session_id)
     if isinstance(inbox, SessionInbox):
         return inbox
     inbox = SessionInbox()
-    handle.attach(session_id, inbox)
+    handle.open_inbox(session_id, inbox)
     return inbox
 
 

@@ -36,7 +36,7 @@ from acp.client import (
 from acp.client_methods import Authorize, method_not_found
 from acp.content import PromptContent
 from acp.gate_watch import GateTarget, GateWatch, start_gate
-from acp.inbox import drain_notifications, open_inbox
+from acp.inbox import drain_notifications, inbox_for
 from acp.runtime import AcpRuntime
 from acp.session_handle import AcpRuntimeDead, RpcReply
 from acp.session_list import walk_pages
@@ -128,7 +128,7 @@ class AcpSession:
         # Awaited in the turn when a `switch_mode` tool call completes: the approval state is
         # checked again at once (the agent may have left its asking mode without saying so).
         self.on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = self._after_switch_mode
-        self.inbox = inbox = open_inbox(client.runtime.handle, session_id)
+        self.inbox = inbox = inbox_for(client.runtime.handle, session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
         drain_notifications(inbox.items, self.state.apply)  # queued while nobody read them

@@ -178,13 +178,13 @@ class SessionHandle:
         """Tell `handler` too, in order of listening, each notification no session takes."""
         self._listeners.append(handler)
 
-    def attach(self, session_id: str, sink: SessionSink) -> None:
+    def open_inbox(self, session_id: str, sink: SessionSink) -> None:
         """Route the session's notifications to `sink` (told at once if the agent is gone)."""
         self._inboxes[session_id] = sink
         if self.dead is not None:
             sink.agent_gone(self.dead)
 
-    def sink_of(self, session_id: str) -> SessionSink | None:
+    def inbox_of(self, session_id: str) -> SessionSink | None:
         return self._inboxes.get(session_id)
 
     def close_inbox(self, session_id: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from acp.inbox import AgentGone, Answered, drain_notifications, open_inbox
+from acp.inbox import AgentGone, Answered, drain_notifications, inbox_for
 from acp.session_handle import AcpRequestTimeout, RpcReply, SessionHandle
 
 
@@ -24,7 +24,7 @@ async def load_session(
 ) -> RpcReply:
     """Send session/load and swallow the replayed history. Each replayed frame extends the
     deadline (a long history is slow, not stuck), up to a hard cap; an unknown id may hang."""
-    inbox = open_inbox(handle, session_id)
+    inbox = inbox_for(handle, session_id)
     inbox.items.clear()
     request_id = await handle.send_request("session/load", params, inbox.deliver)
     hard_deadline = time.monotonic() + hard_timeout
