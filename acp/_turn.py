@@ -74,6 +74,9 @@ TIMEOUT_CANCEL_WAIT = 1.0
 
 
 class PromptTurn:
+    """One `session/prompt` from sending it to its end, run once (`run`); `cancel`,
+    `ask_permission`, `authorize` and `terminal_ran` are how the rest of the client reaches it."""
+
     def __init__(
         self,
         line: SessionLine,

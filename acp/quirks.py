@@ -60,6 +60,7 @@ class TurnQuirks:
     structured_refusals: ClassVar[bool] = False
 
     def __init__(self, looks_like_error: ErrorScreen) -> None:
+        # Every class is built alike (the descriptor names the class); claude's reads errors.
         self.holding = False
 
     def claims(self, chunk: str) -> bool:
