@@ -87,9 +87,8 @@ class AcpClient(SessionResumption):
         # Sessions whose session/close is on its way: taking one up again waits for it.
         self._closing: dict[str, anyio.Event] = {}
         self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
-        self._other_notifications = runtime.handle.on_notification
-        runtime.handle.on_request = self._on_agent_request
-        runtime.handle.on_notification = self._on_notification
+        runtime.handle.serve_requests(self._on_agent_request)
+        runtime.handle.listen(self._on_notification)
         runtime.client_methods.terminals.on_activity = self._on_terminal_activity
 
     @property
@@ -247,7 +246,6 @@ class AcpClient(SessionResumption):
                     self._early.popitem(last=False)
             if len(frames) < _EARLY_FRAMES:
                 frames.append((method, params))
-        self._other_notifications(method, params)
 
     def take_early(self, session_id: str) -> list[tuple[str, Any]]:
         return self._early.pop(session_id, [])
@@ -296,7 +294,7 @@ class AcpClient(SessionResumption):
         """To the running turn, in order with its other events (none: nobody is watching)."""
         session = self.sessions.get(activity.session_id)
         if session is not None and session.turn is not None:
-            session.inbox.push(("c", activity))
+            session.turn.terminal_ran(activity)
 
     def _session_state(self, session_id: str) -> str:
         session = self.sessions.get(session_id)

@@ -1,11 +1,13 @@
 """One descriptor per backend: how to start it, which handshake dialect it speaks, how its user
-signs in, how its tool calls are routed to us, and whether it sends structured refusals."""
+signs in, how its tool calls are routed to us, and the quirks its turns are read with."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 from enum import StrEnum
+
+from acp.quirks import ClaudeQuirks, CodexQuirks, GenericQuirks, KiroQuirks, TurnQuirks
 
 
 class GateRoute(StrEnum):
@@ -24,6 +26,7 @@ class Backend:
     protocol_version: int | str
     sign_in: str
     gate_route: GateRoute
+    quirks: type[TurnQuirks]  # a fresh one per turn (acp/quirks.py)
     gate_mode: str = ""
     trusting_flags: tuple[str, ...] = ()
     kiro_session_meta: bool = False
@@ -45,6 +48,7 @@ KIRO = Backend(
     protocol_version="2025-08-22",
     sign_in="run `kiro-cli login` on the agent's host (check with `kiro-cli whoami`)",
     gate_route=GateRoute.FLAGS,
+    quirks=KiroQuirks,
     trusting_flags=("--trust-all-tools", "--trust-tools"),
     kiro_session_meta=True,
 )
@@ -55,6 +59,7 @@ CLAUDE = Backend(
     protocol_version=1,
     sign_in="run `claude /login` on the agent's host, or set ANTHROPIC_API_KEY for the agent",
     gate_route=GateRoute.MODE,
+    quirks=ClaudeQuirks,
     gate_mode="default",
 )
 CODEX = Backend(
@@ -65,6 +70,7 @@ CODEX = Backend(
     sign_in="run `codex login` on the agent's host, or set OPENAI_API_KEY (or CODEX_API_KEY) "
     "for the agent",
     gate_route=GateRoute.MODE,
+    quirks=CodexQuirks,
     gate_mode="read-only",
     sandboxed_gate=True,
 )
@@ -75,6 +81,7 @@ GENERIC = Backend(
     protocol_version=1,
     sign_in="sign the agent in as its documentation describes",
     gate_route=GateRoute.ADVERTISED,
+    quirks=GenericQuirks,
 )
 
 # Every form of the one ACP version Switchboard speaks (v1): the integer, and the date string
@@ -90,7 +97,9 @@ def speaks_our_version(version: object) -> bool:
 BACKENDS: dict[str, Backend] = {b.name: b for b in (KIRO, CLAUDE, CODEX, GENERIC)}
 
 # Backends whose refusals arrive as structured metadata rather than a bare stop reason.
-ACP_BACKENDS_STRUCTURED_REFUSAL = frozenset({"kiro"})
+ACP_BACKENDS_STRUCTURED_REFUSAL = frozenset(
+    b.name for b in BACKENDS.values() if b.quirks.structured_refusals
+)
 
 
 def get_backend(name: str) -> Backend:

@@ -147,7 +147,7 @@ class AcpRuntime:
         self._tg: anyio.abc.TaskGroup | None = None  # serve_runtime's, while it serves us
         # fs/* and terminal/* for the agent; its terminals live in serve_runtime's task group
         self.client_methods = ClientMethods(spec.workspace, spec.env, spec.isolation, tmp)
-        self.handle.on_notification = self._on_notification
+        self.handle.listen(self._on_notification)
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "_auth/status_update" and isinstance(params, dict):

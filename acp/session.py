@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from acp._turn import PromptTurn, drain_notifications
-from acp.approval_cover import ApprovalCover
+from acp._turn import PromptTurn
+from acp.approval_cover import ApprovalCover, TurnApprovals
 from acp.backends import Backend
 from acp.client import (
     AcpError,
@@ -24,8 +24,10 @@ from acp.client import (
 )
 from acp.content import PromptContent
 from acp.gate_watch import GateTarget, GateWatch
+from acp.inbox import drain_notifications, inbox_for
 from acp.runtime import AcpRuntime
 from acp.session_state import SessionState
+from acp.turn_setup import SessionLine, TurnAgent, TurnHooks
 from acp.types import AcpEvent, ConfigOption, PromptCapabilities, SessionCapabilities, ToolCall
 
 
@@ -121,7 +123,7 @@ class AcpSession:
         # Awaited in the turn when a `switch_mode` tool call completes: the approval state is
         # checked again at once (the agent may have left its asking mode without saying so).
         self.on_switch_mode: Callable[[ToolCall], Awaitable[None]] | None = self._after_switch_mode
-        self.inbox = inbox = client.runtime.handle.open_inbox(session_id)
+        self.inbox = inbox = inbox_for(client.runtime.handle, session_id)
         for method, params in client.take_early(session_id):
             self.state.apply(method, params)
         drain_notifications(inbox.items, self.state.apply)  # queued while nobody read them
@@ -231,27 +233,28 @@ class AcpSession:
         client = self.client
         if self.gate is not None:
             self.gate.restores = 0  # a prompt between restores: the agent is not fighting us
+        backend = client.backend
         return PromptTurn(
-            handle=client.runtime.handle,
-            inbox=self.inbox,
-            session_id=self.session_id,
-            backend=client.backend,
+            SessionLine(client.runtime.handle, self.inbox, self.session_id),
+            TurnAgent(
+                name=client.agent or backend.label,
+                quirks=backend.quirks(_looks_like_error_text),
+                classify=self._error_from,
+                stderr_tail=client.runtime.stderr.text,
+                cancel_grace=client.cancel_grace,
+            ),
+            TurnHooks(
+                claim=self._claim,
+                release=self._release,
+                observe=self._observe,
+                warn=self.state.warn,
+                restore_gate=self.restore_gate if self.gate is not None else None,
+                on_switch_mode=self.on_switch_mode,
+            ),
+            TurnApprovals(self.cover, client.runtime.spec.workspace),
+            gated=self.gated and not backend.sandboxed_gate,
             timeout=timeout,
-            cancel_grace=client.cancel_grace,
-            classify=self._error_from,
-            looks_like_error=_looks_like_error_text,
-            stderr_tail=client.runtime.stderr.text,
-            claim=self._claim,
-            release=self._release,
             on_text=on_text,
-            gated=self.gated and not client.backend.sandboxed_gate,
-            agent=client.agent,
-            observe=self._observe,
-            warn=self.state.warn,
-            restore_gate=self.restore_gate if self.gate is not None else None,
-            cover=self.cover,
-            workspace=client.runtime.spec.workspace,
-            on_switch_mode=self.on_switch_mode,
         ).run(prompt)
 
     def _claim(self, turn: PromptTurn) -> None:

@@ -1,8 +1,9 @@
 """The JSON-RPC 2.0 connection over one agent process's stdio, one JSON object per line.
 
 Ids are ours per direction. Replies resolve pending requests; notifications carrying a sessionId
-go, in arrival order, to that session's inbox; requests from the agent are answered concurrently
-(a permission request waits on a person), and anything we do not implement gets -32601.
+go, in arrival order, to that session's inbox (`acp.inbox`), the others to whoever `listen`s;
+requests from the agent go to the one handler `serve_requests` names, answered concurrently (a
+permission request waits on a person), and anything we do not implement gets -32601.
 Non-JSON lines, non-object JSON values and over-long lines are skipped, never fatal.
 
 Errors of this layer::
@@ -16,7 +17,6 @@ Errors of this layer::
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import json
@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -91,51 +91,13 @@ ReplySink = Callable[["RpcReply | AcpRuntimeError"], None]
 RequestHandler = Callable[[str, Any], Awaitable[RpcReply]]
 NotificationHandler = Callable[[str, Any], None]
 
-# Inbox items: ("n", method, params) | ("r", RpcReply) | ("d", AcpRuntimeError) | ("p", payload)
-InboxItem = tuple[Any, ...]
 
+class SessionSink(Protocol):
+    """Where one session's notifications go, in arrival order (`acp.inbox.SessionInbox`)."""
 
-class SessionInbox:
-    """Ordered items for one session, consumed by one task.
+    def push_notification(self, method: str, params: Any) -> None: ...
 
-    The consumer drains `items` (everything that has arrived) and calls `wait` only once they
-    are empty, so a burst of frames costs it one wake-up. Every streamed chunk of a busy bot is
-    such a wake-up, so it is kept cheap: a bare future of the running asyncio loop (Switchboard
-    runs anyio on asyncio only), made only when the consumer really has to wait, rather than a
-    new `anyio.Event` (three objects and a waiter list) per chunk. Cancelling the waiting task
-    cancels the future, as with any anyio primitive. `push` is called on the loop's thread."""
-
-    __slots__ = ("_waiter", "items", "take_now")
-
-    def __init__(self) -> None:
-        self.items: deque[InboxItem] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        # A turn's synchronous taker of notifications (`PromptTurn.take_text`): it may consume
-        # one on the reader's stack when nothing is queued ahead of it, so that an ordinary text
-        # chunk costs no task switch at all. It answers False for anything it leaves queued.
-        self.take_now: Callable[[str, Any], bool] | None = None
-
-    def push_notification(self, method: str, params: Any) -> None:
-        take_now = self.take_now
-        if take_now is None or self.items or not take_now(method, params):
-            self.push(("n", method, params))
-
-    def push(self, item: InboxItem) -> None:
-        self.items.append(item)
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():  # done: cancelled, and the consumer is on its way out
-                waiter.set_result(None)
-
-    async def wait(self) -> None:
-        """Return once `items` is not empty (at once, without a checkpoint, when it is not)."""
-        while not self.items:
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+    def agent_gone(self, cause: AcpRuntimeError) -> None: ...
 
 
 class _Waiter:
@@ -170,10 +132,6 @@ async def _no_handler(method: str, params: Any) -> RpcReply:
     return RpcReply(error={"code": METHOD_NOT_FOUND, "message": "Method not found"})
 
 
-def _ignore_notification(method: str, params: Any) -> None:
-    log.debug("ignoring notification %s", method)
-
-
 class SessionHandle:
     def __init__(
         self,
@@ -190,7 +148,7 @@ class SessionHandle:
         self._write_lock = anyio.Lock()
         self._next_id = 0
         self._pending: dict[int, ReplySink] = {}
-        self._inboxes: dict[str, SessionInbox] = {}
+        self._inboxes: dict[str, SessionSink] = {}
         self._running: dict[Any, anyio.CancelScope] = {}
         self._tg: anyio.abc.TaskGroup | None = None  # while served: sends `$/cancel_request`
         self.dead: AcpRuntimeError | None = None
@@ -202,22 +160,32 @@ class SessionHandle:
         self._timer_ids = itertools.count()
         self._cancelled_timers: set[int] = set()
         self._timers_changed = anyio.Event()
-        self.on_request: RequestHandler = _no_handler
-        self.on_notification: NotificationHandler = _ignore_notification
+        self._on_request: RequestHandler = _no_handler
+        self._listeners: list[NotificationHandler] = []
 
     @property
     def awaiting(self) -> bool:
         """A request either way is unanswered (ours to the agent, or the agent's to us)."""
         return bool(self._pending or self._running)
 
-    # ---- sessions -------------------------------------------------------------------------
-    def open_inbox(self, session_id: str) -> SessionInbox:
-        inbox = self._inboxes.get(session_id)
-        if inbox is None:
-            inbox = self._inboxes[session_id] = SessionInbox()
-            if self.dead is not None:
-                inbox.push(("d", self.dead))
-        return inbox
+    # ---- who is told what -------------------------------------------------------------------
+    def serve_requests(self, handler: RequestHandler) -> None:
+        """`handler` answers the agent's requests from now on (until one is given, each is
+        answered -32601)."""
+        self._on_request = handler
+
+    def listen(self, handler: NotificationHandler) -> None:
+        """Tell `handler` too, in order of listening, each notification no session takes."""
+        self._listeners.append(handler)
+
+    def open_inbox(self, session_id: str, sink: SessionSink) -> None:
+        """Route the session's notifications to `sink` (told at once if the agent is gone)."""
+        self._inboxes[session_id] = sink
+        if self.dead is not None:
+            sink.agent_gone(self.dead)
+
+    def inbox_of(self, session_id: str) -> SessionSink | None:
+        return self._inboxes.get(session_id)
 
     def close_inbox(self, session_id: str) -> None:
         self._inboxes.pop(session_id, None)
@@ -426,7 +394,8 @@ class SessionHandle:
         if inbox is not None:
             inbox.push_notification(method, params)
         else:
-            self.on_notification(method, params)
+            for listener in self._listeners:
+                listener(method, params)
 
     def _on_reply(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
@@ -448,7 +417,7 @@ class SessionHandle:
         reply = RpcReply(error={"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         with scope:
             try:
-                reply = await self.on_request(method, params)
+                reply = await self._on_request(method, params)
             except Exception:
                 log.exception("answering agent request %s failed", method)
                 reply = RpcReply(error={"code": INTERNAL_ERROR, "message": "Internal error"})
@@ -471,4 +440,4 @@ class SessionHandle:
         for sink in pending.values():
             sink(cause)
         for inbox in self._inboxes.values():
-            inbox.push(("d", cause))
+            inbox.agent_gone(cause)

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from acp._turn import PromptTurn
 from acp.backends import Backend
 from acp.session_handle import AcpRuntimeError, RpcReply
+from acp.session_load import load_session
 from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, advertised_modes
 from acp.types import SessionCapabilities
@@ -220,7 +220,7 @@ class SessionResumption:
             session_file = Path.home() / ".kiro" / "sessions" / "cli" / f"{session_id}.json"
             params["_meta"] = {"_kiro.dev/session_file": str(session_file)}
         state = SessionState(self.backend)
-        reply = await PromptTurn.load(
+        reply = await load_session(
             self.runtime.handle,
             session_id,
             params,
