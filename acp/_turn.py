@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _TEXT = EventKind.TEXT
 _TOOL_CALL = EventKind.TOOL_CALL
+_OUTPUT = Take.OUTPUT
 # Events that show the agent is still producing output (unlike usage or title updates, which
 # may arrive between an error's echo chunk and the error itself).
 _CONTENT = frozenset(
@@ -92,7 +93,9 @@ class PromptTurn:
         self.agent = agent
         self.hooks = hooks
         self.quirks = agent.quirks
-        self._claims = agent.quirks.claims  # asked of every chunk: bound once
+        # asked of every chunk: bound once
+        self._claims = agent.quirks.claims
+        self._take_chunk = agent.quirks.take_chunk
         # Every tool call of the turn, merged from its updates, and which a person allowed.
         self.approvals = approvals
         # The gate holds (see acp/tool_gate.py): a tool run with no person's approval is a
@@ -201,6 +204,7 @@ class PromptTurn:
         inbox = line.inbox
         items = inbox.items
         quirks = self.quirks
+        take_chunk = self._take_chunk
         on_text = self.on_text
         observe = hooks.observe
         between_turns = inbox.take_now  # the session's, put back when the turn ends
@@ -244,12 +248,12 @@ class PromptTurn:
                             for held in self._output(quirks.content_follows()):
                                 yield held
                     if kind is _TEXT:
-                        take = quirks.take_chunk(event)
-                        if take is Take.HELD:
-                            continue
-                        if take is Take.ENDS_TURN:
-                            yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
-                            return
+                        take = take_chunk(event)
+                        if take is not _OUTPUT:
+                            if take is Take.ENDS_TURN:
+                                yield self._terminal(STOP_REASON_END_TURN, None, interrupted=True)
+                                return
+                            continue  # held
                         chunk = event.text
                         if "arning" in chunk and hooks.warn and injected_warning(chunk, self.text):
                             hooks.warn(" ".join(chunk.split()))  # a notice, not the answer

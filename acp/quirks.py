@@ -38,11 +38,6 @@ class Take(Enum):
     ENDS_TURN = "ends turn"  # kiro's idle line: the turn is over, interrupted
 
 
-def _is_kiro_idle_line(chunk: str) -> bool:
-    # `in` first: it allocates nothing, unlike strip()
-    return KIRO_INTERRUPTED in chunk and chunk.strip() == KIRO_INTERRUPTED
-
-
 def injected_warning(chunk: str, before: GrowingText) -> bool:
     """Whether `chunk` is a warning the agent injected into its reply (written `before`): one
     whole `Warning: ...` line, as a chunk of its own, at the start of a line. Streamed answers
@@ -50,6 +45,14 @@ def injected_warning(chunk: str, before: GrowingText) -> bool:
     if not _RE_INJECTED_WARNING.match(chunk):
         return False
     return not before or before.tail(1) == "\n"
+
+
+def _idle_line_or_output(event: AcpEvent) -> Take:
+    """kiro's idle line ends the turn; any other chunk is output."""
+    chunk = event.text  # `in` first: it allocates nothing, unlike strip()
+    if KIRO_INTERRUPTED in chunk and chunk.strip() == KIRO_INTERRUPTED:
+        return Take.ENDS_TURN
+    return Take.OUTPUT
 
 
 class TurnQuirks:
@@ -103,8 +106,7 @@ class KiroQuirks(TurnQuirks):
     def claims(self, chunk: str) -> bool:
         return KIRO_INTERRUPTED in chunk
 
-    def take_chunk(self, event: AcpEvent) -> Take:
-        return Take.ENDS_TURN if _is_kiro_idle_line(event.text) else Take.OUTPUT
+    take_chunk = staticmethod(_idle_line_or_output)
 
     def notification(self, method: str, params: Any) -> AcpEvent | None:
         if method != "_kiro.dev/metadata" or not isinstance(params, dict):
@@ -161,9 +163,7 @@ class GenericQuirks(CodexQuirks):
         return self.holding or KIRO_INTERRUPTED in chunk
 
     def take_chunk(self, event: AcpEvent) -> Take:
-        if not self.holding and _is_kiro_idle_line(event.text):
-            return Take.ENDS_TURN
-        return super().take_chunk(event)
+        return super().take_chunk(event) if self.holding else _idle_line_or_output(event)
 
 
 class ClaudeQuirks(TurnQuirks):
