@@ -343,7 +343,7 @@ class DiscordSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received, by its `IncomingFile.ref`."""
         return file_from_ref(name, mime, size, kind, ref, self._file_hosts)
 
     async def _on_message(self, message: discord.Message) -> None:

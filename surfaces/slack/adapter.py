@@ -50,6 +50,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -79,8 +80,9 @@ from surfaces.slack.errors import (
 )
 from surfaces.slack.files import MAX_UPLOAD_BYTES, file_from_ref, incoming, upload
 from surfaces.slack.home import Home
+from surfaces.slack.live import SlackLive
 from surfaces.slack.receivers import run_http, run_socket_mode
-from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams
+from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams, message_fields
 from surfaces.slack.web_api import WebApi
 from surfaces.startup import retry_start_up
 from surfaces.text import escape_angle_brackets
@@ -126,13 +128,9 @@ class SlackSurface:
             max_chars=MAX_CHARS,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=False,
-            buttons=True,
-            threads=True,
             command_prefixes=("!", "/"),
             message_buttons=True,
-            max_upload_bytes=MAX_UPLOAD_BYTES,
-            max_photo_bytes=MAX_UPLOAD_BYTES,  # Slack shows an uploaded image as a picture
+            max_upload_bytes=MAX_UPLOAD_BYTES,  # an uploaded image shows as a picture
             agent_menus=True,  # kept for `!name` and App Home: Slack has no per-chat menu
         )
         self._api = WebApi(
@@ -154,7 +152,6 @@ class SlackSurface:
         self._threads: BoundedMap[tuple[str, str], None] = BoundedMap(THREADS)
         self._home = Home({*settings.allowed_users, *settings.approvers, *settings.admins})
         self.bound_port: int | None = None  # HTTP mode, once listening
-        self.handed_over = 0  # events the bot has taken (accepted or refused), for tests
 
     @property
     def socket_mode(self) -> bool:
@@ -296,7 +293,7 @@ class SlackSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received, by its `IncomingFile.ref`."""
         return file_from_ref(self._api, name, mime, size, kind, ref)
 
     def _open_home(self, event: dict[str, Any]) -> None:
@@ -307,24 +304,13 @@ class SlackSurface:
         if self._tg is None:
             return
         try:
-            self._tg.start_soon(self._publish_home, user)
+            self._tg.start_soon(self._home.publish, self._api, user)
         except RuntimeError:
             pass  # shutting down
 
-    async def _publish_home(self, user: str) -> None:
-        try:
-            await self._api.unpaced(
-                self._api.web.views_publish, user_id=user, view=self._home.view(user)
-            )
-        except SurfaceError as exc:
-            log.warning("slack: could not publish App Home for %s: %s", user, exc)
-
     async def _hand_over(self, inbound: Inbound) -> None:
         assert self._on_event is not None
-        try:
-            await self._on_event(inbound)
-        finally:
-            self.handed_over += 1
+        await self._on_event(inbound)
 
     def _take_press(self, body: dict[str, Any]) -> None:
         """Bolt's listener for button presses (acknowledged): straight to the bot."""
@@ -361,7 +347,6 @@ class SlackSurface:
             await self._on_event(answer)
         except Exception:
             log.exception("slack: the bot failed on a button press")
-        self.handed_over += 1
 
     # ---- outbound -----------------------------------------------------------------------------
     async def send(
@@ -374,8 +359,17 @@ class SlackSurface:
     ) -> MessageRef:
         if key.thread:
             self._threads.remember((key.chat, key.thread), None)
-        ts = await self._streams.send(key, text, formatted=formatted, buttons=buttons)
-        return MessageRef(key, ts)
+        shown = text if formatted else escape_angle_brackets(text)
+        response = await self._api.call(
+            key.chat,
+            self._api.web.chat_postMessage,
+            channel=key.chat,
+            thread_ts=key.thread or None,
+            unfurl_links=False,
+            unfurl_media=False,
+            **message_fields(shown, buttons),
+        )
+        return MessageRef(key, str(response["ts"]))
 
     async def edit(
         self,
@@ -385,7 +379,18 @@ class SlackSurface:
         formatted: bool = False,
         buttons: Sequence[Choice] = (),
     ) -> None:
-        await self._streams.edit(ref, text, formatted=formatted, buttons=buttons)
+        shown = text if formatted else escape_angle_brackets(text)
+        # Whether it shows buttons is not known here: without buttons, any it had go.
+        fields = message_fields(shown, buttons, clear=True)
+        await self._api.call(
+            ref.key.chat, self._api.web.chat_update, channel=ref.key.chat, ts=ref.id, **fields
+        )
+
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        """A reply streamed natively where Slack lets us (`live.py`)."""
+        if key.thread:
+            self._threads.remember((key.chat, key.thread), None)
+        return SlackLive(self._streams, key, self.capabilities)
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
         if key.thread:
@@ -398,11 +403,6 @@ class SlackSurface:
         # Slack has no per-conversation menu: `!name` is translated on the way in, and App
         # Home lists them. Nothing to call.
         self._home.set_agent_menu(key, commands)
-
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # no drafts: live text is streamed or edited into real messages
 
     async def typing(self, key: ConversationKey) -> None:
         return None  # Slack has no typing indicator for bots (see the module docstring)
