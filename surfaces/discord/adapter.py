@@ -44,6 +44,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -53,6 +54,7 @@ from surfaces.base import (
 )
 from surfaces.bounded import BoundedMap
 from surfaces.discord.agent_menus import AgentMenus
+from surfaces.discord.connection import Connection
 from surfaces.discord.convert import (
     MAX_CHARS,
     closed_choice_text,
@@ -76,13 +78,7 @@ from surfaces.discord.files import (
     upload,
 )
 from surfaces.discord.gateway import (
-    CLOSE_TIMEOUT,
     NO_MENTIONS,
-    build_client,
-    close_client,
-    disconnect_shard,
-    log_in,
-    stay_connected,
     sync_commands,
     tame_reconnect_logs,
 )
@@ -94,9 +90,10 @@ from surfaces.discord.interactions import (
     current_followup,
 )
 from surfaces.discord.interactions import buttons as button_row
+from surfaces.discord.live import DiscordLive
+from surfaces.discord.messages import Messages
 from surfaces.discord.places import NAME, Places, conversation_key
 from surfaces.discord.sdk import discord
-from surfaces.discord.shards import ShardLeases
 from surfaces.discord.spending import Spending
 from surfaces.errors import FileRefused, SendFailed
 from surfaces.lanes import Lanes
@@ -158,17 +155,12 @@ class DiscordSurface:
             max_chars=MAX_CHARS,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=False,
-            buttons=True,
-            threads=True,
             command_prefixes=("!", "/"),
             message_buttons=True,
             max_upload_bytes=UPLOAD_LIMIT,  # a boosted guild allows more: see send_file
-            max_photo_bytes=UPLOAD_LIMIT,
             max_download_bytes=0,  # Discord's CDN sets no limit of its own
             agent_menus=True,
         )
-        self._guild_ready_timeout = guild_ready_timeout
         self._spending = Spending(global_rate)  # the whole bot's requests a second
         # Everyone the bot may answer: used only to give strangers nothing (no thread, no ack);
         # the bot's access policy decides everything else.
@@ -178,11 +170,12 @@ class DiscordSurface:
         self._lanes: Lanes[ConversationKey, _Pending] = Lanes(
             self._deliver, failure="the bot failed on a Discord event in %s", logger=log
         )
-        self._client: discord.Client | None = None
-        self._leases: ClusterLeases | None = None
-        self._shard_leases: ShardLeases | None = None
-        self._shards: frozenset[int] = frozenset()  # connected, with shard leases
-        self._connecting = False  # the client's gateway connection was started
+        self._connection = Connection(
+            settings,
+            guild_ready_timeout=guild_ready_timeout,
+            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
+        )
+        self._messages = Messages(self._spending, self._interactions, self._messageable)
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._receiving = False
@@ -200,8 +193,9 @@ class DiscordSurface:
     def command_menu(self, commands: Sequence[tuple[str, str]]) -> Any:
         """Remembered, and synced as slash commands (now, if connected, else at start-up)."""
         self._commands = list(commands)
-        if self._tg is not None and self._client is not None:
-            self._tg.start_soon(sync_commands, self._client, self._commands)
+        client = self._connection.client
+        if self._tg is not None and client is not None:
+            self._tg.start_soon(sync_commands, client, self._commands)
         return None
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -213,131 +207,56 @@ class DiscordSurface:
     ) -> None:
         """Log in, sync the slash commands, then receive until cancelled. The client stays open
         after a cancel, for the bot's last replies; `close()` ends it."""
-        leases = self._leases
-        # With shard leases the client starts with no shard: `shards.py` says which to connect.
-        client = self._client = self._new_client(None if leases is None else ())
         self._on_event = on_event
         tame_reconnect_logs()
+        client = None
         try:
-            await log_in(client, self.settings.token)
+            client = await self._connection.log_in()
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 self._lanes.open(tg)
                 self._receiving = True
-                if leases is None:
-                    tg.start_soon(stay_connected, client)
-                    self._connecting = True
+                self._connection.connect(tg)
                 with anyio.move_on_after(COMMAND_SYNC_TIMEOUT):
                     await sync_commands(client, self._commands)
                 tg.start_soon(self._menus.publish, self._current, self._our_names, self._spend_slot)
-                if leases is not None:
-                    tg.start_soon(self._follow_shard_leases, leases, client)
                 task_status.started()
         except anyio.get_cancelled_exc_class():
             raise
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await close_client(client)
+            await self._connection.close()
             raise
         finally:
             self._receiving = False
             self._lanes.close()
             self._tg = None
-
-    def _new_client(self, shard_ids: Sequence[int] | None) -> discord.Client:
-        return build_client(
-            self.settings,
-            guild_ready_timeout=self._guild_ready_timeout,
-            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
-            shard_ids=shard_ids,
-        )
+            self._connection.stopped()
 
     def _current(self) -> discord.Client | None:
-        return self._client
+        return self._connection.client
 
     def set_leases(self, leases: ClusterLeases) -> None:
         """Several replicas share this bot: each connects only the shards whose lease it holds
         (`shards.py`); shard_count 0 counts as one shard."""
-        self._leases = leases
-
-    async def _follow_shard_leases(self, leases: ClusterLeases, client: discord.Client) -> None:
-        application = client.application_id
-        if application is None:  # discord.py learns it at log-in; without it no lease name
-            log.error("discord: no application id after the log-in; connecting no shard")
-            return
-        shards = ShardLeases(
-            leases,
-            application,
-            max(1, self.settings.shard_count),
-            connect=self._reshard,
-            stop_timeout=CLOSE_TIMEOUT,
-        )
-        self._shard_leases = shards
-        await shards.run()
-
-    async def _reshard(self, shards: frozenset[int]) -> frozenset[int]:
-        """Connect exactly `shards`; the shards connected afterwards. Fewer: the others are
-        disconnected, the client stays. More (or one to drop that is still connecting):
-        discord.py cannot change a connected client's shards, so a new client is logged in
-        (sending moves to it), then the old one is closed before the new one connects, so no
-        shard is ever connected twice from here."""
-        client, now = self._client, self._shards
-        if client is None or client.is_closed():
-            return frozenset()
-        launched = set(client.shards) if isinstance(client, discord.AutoShardedClient) else set()
-        if shards <= now and (now - shards) <= launched:
-            for shard in sorted(now - shards):
-                await disconnect_shard(client, shard)
-            self._shards = shards
-            return shards
-        tg = self._tg
-        if tg is None and shards:  # stopping: connect nothing more
-            return now
-        if not self._connecting:  # never connected yet: it reads its shard ids when it does
-            cast(discord.AutoShardedClient, client).shard_ids = sorted(shards)
-        else:
-            fresh = self._new_client(sorted(shards))
-            try:
-                with anyio.fail_after(RESHARD_LOGIN_TIMEOUT):
-                    await log_in(fresh, self.settings.token)
-            except _RESHARD_FAILURES as exc:
-                log.warning("discord: could not restart the client for shards %s: %s", shards, exc)
-                await close_client(fresh)
-                return now
-            log.info("discord: restarting the client with shards %s", sorted(shards))
-            self._client = fresh
-            self._connecting = False
-            await close_client(client)
-            client = fresh
-        self._shards = shards
-        if shards and tg is not None:
-            self._connecting = True
-            tg.start_soon(stay_connected, client)
-        return shards
+        self._connection.leases = leases
 
     async def close(self) -> None:
         self._receiving = False
-        if self._client is not None:
-            with anyio.CancelScope(shield=True):
-                await close_client(self._client)
+        await self._connection.close()
 
     def is_ready(self) -> bool:
         """Connected, with the guilds loaded."""
-        return self._client is not None and self._client.is_ready()
+        return self._connection.is_ready()
 
     @property
     def connected(self) -> bool:
-        """What the bot's /readyz reads (a surface without it counts as connected). With shard
-        leases a replica holding no shard is connected once logged in: it is healthy, and
-        sends what the bot asks of it."""
-        if self._leases is not None and not self._shards:
-            return self._me() != 0 and self._client is not None and not self._client.is_closed()
-        return self.is_ready()
+        """What the bot's /readyz reads (a surface without it counts as connected)."""
+        return self._connection.connected
 
     @property
     def shards(self) -> frozenset[int]:
         """The shards this replica connects (with shard leases; else empty)."""
-        return self._shards
+        return self._connection.shards
 
     # ---- inbound -------------------------------------------------------------------------------
     def file_from_ref(
@@ -496,20 +415,7 @@ class DiscordSurface:
         formatted: bool = False,
         buttons: Sequence[Choice] = (),
     ) -> MessageRef:
-        content = self._content(text, formatted)
-        view = button_row(buttons) if buttons else None
-        followup = current_followup(key)
-        if followup is not None:
-            ref = await self._interactions.send(followup, content, view)
-            if ref is not None:
-                return ref
-        channel = self._messageable(key)
-        await self._spending.new_message(channel.id, final=formatted)
-        message = await REST.call(
-            channel.send(content, view=view or discord.utils.MISSING, allowed_mentions=NO_MENTIONS)
-        )
-        self._spending.sent(channel.id, message.id, _shown_as(content, buttons), final=formatted)
-        return MessageRef(key, str(message.id))
+        return await self._messages.send(key, text, final=formatted, buttons=buttons)
 
     async def edit(
         self,
@@ -520,17 +426,11 @@ class DiscordSurface:
         buttons: Sequence[Choice] = (),
     ) -> None:
         """The message's text and its buttons; with none, its components go (`view=None`)."""
-        content = self._content(text, formatted)
-        view = button_row(buttons) if buttons else None
-        message_id = int(ref.id)
-        shown = _shown_as(content, buttons)  # the same text with other buttons is a change
-        if await self._interactions.edit(message_id, content, view):
-            return
-        message = self._messageable(ref.key).get_partial_message(message_id)
-        # Live edits (not `formatted`) may be declined with a RateLimited while the budget is busy.
-        if await self._spending.edit(message_id, shown, final=formatted):
-            await EDITS.call(message.edit(content=content, view=view, allowed_mentions=NO_MENTIONS))
-            self._spending.edited(int(ref.key.chat), message_id, shown, final=formatted)
+        await self._messages.edit(ref, text, final=formatted, buttons=buttons)
+
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        """A reply shown by budgeted edits (`live.py`)."""
+        return DiscordLive(self, key, self._messages)
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
         """The file as an attachment in the conversation's channel, its caption as the text;
@@ -545,11 +445,6 @@ class DiscordSurface:
             channel.send(caption or None, file=upload(file), allowed_mentions=NO_MENTIONS)
         )
         return MessageRef(key, str(message.id))
-
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # Discord has no drafts: the bot streams by editing
 
     async def typing(self, key: ConversationKey) -> None:
         if current_followup(key) is not None:
@@ -607,7 +502,7 @@ class DiscordSurface:
         known = self._guilds.get(key.chat)
         if known is not None:
             return known
-        client = self._client
+        client = self._connection.client
         channel = client.get_channel(int(key.chat)) if client is not None else None
         guild = getattr(channel, "guild", None)
         return guild.id if isinstance(guild, discord.Guild) else None
@@ -615,26 +510,14 @@ class DiscordSurface:
     def _upload_limit(self, key: ConversationKey) -> int:
         """Discord's limit for bots, or the guild's when boosts raised it."""
         guild_id = self._guild_of(key)
-        client = self._client
+        client = self._connection.client
         guild = client.get_guild(guild_id) if client is not None and guild_id else None
         return max(UPLOAD_LIMIT, guild.filesize_limit) if guild is not None else UPLOAD_LIMIT
 
     def _me(self) -> int:
         """The bot's user id (0 before the log-in)."""
-        client = self._client
+        client = self._connection.client
         return client.user.id if client is not None and client.user is not None else 0
 
     def _messageable(self, key: ConversationKey) -> discord.PartialMessageable:
-        client = self._client
-        if client is None or client.is_closed():
-            raise SendFailed("the Discord client is not running", transient=False)
-        return client.get_partial_messageable(int(key.chat))
-
-    @staticmethod
-    def _content(text: str, formatted: bool) -> str:
-        return fit(text if formatted else plain(text))
-
-
-def _shown_as(content: str, buttons: Sequence[Choice]) -> str:
-    """What a message shows, for the budget's "changes nothing" check: its text and buttons."""
-    return content + "".join(f"\x00{choice.token}" for choice in buttons)
+        return self._connection.channel(key)
