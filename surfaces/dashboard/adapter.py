@@ -30,6 +30,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -46,6 +47,7 @@ from surfaces.dashboard.sign_in_limit import SignInLimiter
 from surfaces.dashboard.sockets import Conversation, Hub, Shown, bound_person, send
 from surfaces.errors import FileRefused, MessageGone
 from surfaces.lanes import Lanes
+from surfaces.live import EditedLive
 
 __all__ = ["SURFACE", "DashboardSurface"]
 
@@ -80,7 +82,6 @@ class DashboardSurface:
             max_chars=max_chars,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            buttons=True,
             message_buttons=True,
             max_upload_bytes=0,  # files out: not in this version (see the module's doc)
             agent_menus=True,
@@ -268,10 +269,8 @@ class DashboardSurface:
         # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
         raise FileRefused("The dashboard cannot show files yet", limit=0)
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # no drafts: a reply streams by edits of its message
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return EditedLive(self, key)
 
     async def typing(self, key: ConversationKey) -> None:
         return None  # the streaming message and its status line show that the agent works

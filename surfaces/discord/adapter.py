@@ -44,6 +44,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -100,6 +101,7 @@ from surfaces.discord.shards import ShardLeases
 from surfaces.discord.spending import Spending
 from surfaces.errors import FileRefused, SendFailed
 from surfaces.lanes import Lanes
+from surfaces.live import EditedLive
 from surfaces.text import ellipsize
 
 log = logging.getLogger(__name__)
@@ -158,13 +160,9 @@ class DiscordSurface:
             max_chars=MAX_CHARS,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=False,
-            buttons=True,
-            threads=True,
             command_prefixes=("!", "/"),
             message_buttons=True,
             max_upload_bytes=UPLOAD_LIMIT,  # a boosted guild allows more: see send_file
-            max_photo_bytes=UPLOAD_LIMIT,
             max_download_bytes=0,  # Discord's CDN sets no limit of its own
             agent_menus=True,
         )
@@ -546,10 +544,8 @@ class DiscordSurface:
         )
         return MessageRef(key, str(message.id))
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # Discord has no drafts: the bot streams by editing
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return EditedLive(self, key)
 
     async def typing(self, key: ConversationKey) -> None:
         if current_followup(key) is not None:

@@ -50,6 +50,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -60,6 +61,7 @@ from surfaces.base import (
 from surfaces.bounded import BoundedMap
 from surfaces.errors import SendFailed, SurfaceError
 from surfaces.lanes import Lanes
+from surfaces.live import EditedLive
 from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
     agent_spelling,
@@ -126,13 +128,9 @@ class SlackSurface:
             max_chars=MAX_CHARS,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=False,
-            buttons=True,
-            threads=True,
             command_prefixes=("!", "/"),
             message_buttons=True,
             max_upload_bytes=MAX_UPLOAD_BYTES,
-            max_photo_bytes=MAX_UPLOAD_BYTES,  # Slack shows an uploaded image as a picture
             agent_menus=True,  # kept for `!name` and App Home: Slack has no per-chat menu
         )
         self._api = WebApi(
@@ -399,10 +397,8 @@ class SlackSurface:
         # Home lists them. Nothing to call.
         self._home.set_agent_menu(key, commands)
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # no drafts: live text is streamed or edited into real messages
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return EditedLive(self, key, surface_paces=True)  # the web API passes the pacer
 
     async def typing(self, key: ConversationKey) -> None:
         return None  # Slack has no typing indicator for bots (see the module docstring)
