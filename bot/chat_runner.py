@@ -438,7 +438,7 @@ class ChatRunner:
         leaves the button out there, and /stop is the way.)"""
         self.services.spawn(output.tick)
         caps = self.surface.capabilities
-        if caps.message_buttons and (caps.can_edit or caps.drafts):
+        if caps.message_buttons and caps.can_edit:
             self.stop_token = f"{STOP_TOKEN_PREFIX}{uuid.uuid4().hex}"
             output.reply.set_buttons([Choice(self.stop_token, "Stop", "danger")])
 

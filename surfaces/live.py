@@ -7,12 +7,14 @@ It keeps what each of its messages shows (`Shown`), so a call that would change 
 made, and a message's buttons change only when they change. Every call passes the chat's pacer
 once (`ChatPacer.call`; live updates as optional calls, which a Telegram group's window may hold
 back) and is shielded from cancellation, bounded (`one_call`), so that after a cancelled turn
-what it believes a message shows is still true. A surface whose `send`/`edit` already pace (they
-go through the pacer themselves) subclasses it and overrides `_send`/`_edit` instead."""
+what it believes a message shows is still true. Where the surface's `send`/`edit` pass the pacer
+themselves (`surface_paces`), the kit does not pass it again; a surface whose message calls can
+tell optional ones apart subclasses it and overrides `_send`/`_edit` instead (Telegram)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 import anyio
@@ -28,7 +30,7 @@ from surfaces.base import (
 )
 from surfaces.errors import MessageGone, PartFailed, SendFailed, SurfaceError
 
-__all__ = ["CALL_TIMEOUT", "EditedLive", "Shown", "laid_out", "one_call"]
+__all__ = ["CALL_TIMEOUT", "EditedLive", "Shown", "did_not_answer", "laid_out", "one_call"]
 
 CALL_TIMEOUT = 10.0  # seconds: longer than any platform SDK's own request timeout
 
@@ -85,11 +87,14 @@ class Shown:
 class EditedLive:
     """The kit's `LiveReply`: one message per part, sent, then edited (see the module)."""
 
-    def __init__(self, surface: Surface, key: ConversationKey) -> None:
+    def __init__(
+        self, surface: Surface, key: ConversationKey, *, surface_paces: bool = False
+    ) -> None:
         self._surface = surface
         self._key = key
         self._caps = surface.capabilities
         self._pacer = self._caps.pacing.for_chat(key.chat)
+        self._surface_paces = surface_paces
         self._messages: list[Shown] = []
         self._live = self._caps.can_edit  # off once finished
 
@@ -159,7 +164,11 @@ class EditedLive:
             raise
         message.text, message.final, message.buttons = text, final, buttons
 
-    # -- the platform calls: overridden by a surface whose send and edit pace themselves ------
+    # -- the platform calls: overridden by a surface whose message calls take `optional` ------
+
+    def _gate(self, optional: bool) -> AbstractAsyncContextManager[object]:
+        """The chat's pacer, passed once per call: here, or in the surface's send and edit."""
+        return nullcontext() if self._surface_paces else self._pacer.call(optional=optional)
 
     async def _send(
         self, text: str, *, final: bool, buttons: tuple[Choice, ...], optional: bool
@@ -168,7 +177,7 @@ class EditedLive:
         # without them takes them off.
         extra = {"buttons": buttons} if self._caps.message_buttons else {}
         ref: MessageRef | None = None
-        async with self._pacer.call(optional=optional):
+        async with self._gate(optional):
             with one_call() as call:
                 ref = await self._surface.send(self._key, text, formatted=final, **extra)
         if call.cancelled_caught or ref is None:
@@ -185,7 +194,7 @@ class EditedLive:
         optional: bool,
     ) -> None:
         extra = {"buttons": buttons} if self._caps.message_buttons else {}
-        async with self._pacer.call(optional=optional):
+        async with self._gate(optional):
             with one_call() as call:
                 await self._surface.edit(ref, text, formatted=final, **extra)
         if call.cancelled_caught:
