@@ -1,14 +1,11 @@
 """The Discord surface on discord.py. With `gateway.py` (the client and its start-up),
-`interactions.py` (slash commands answered by followups, buttons), `places.py` (where
-conversations live) and `errors.py`, the only code that imports `discord`.
+`connection.py` (the client and its shards), `inbound.py` (messages, slash commands and presses
+in), `interactions.py` (slash commands answered by followups, buttons), `messages.py` (the bot's
+messages out), `live.py` (a reply shown while it is written), `places.py` (where conversations
+live) and `errors.py`, the only code that imports `discord`.
 
 Conversations: a DM is one; in a guild, a mention in a channel the bot serves opens a thread, and
-the thread is one (`places.py`). People not on the allowlists get no thread (the bot drops their
-message, logging them once), and no interaction answer: strangers get silence.
-
-Order: events of one conversation are handed to the bot one at a time, in arrival order, each
-conversation in its own lane (`surfaces.lanes`); a slash command waits in its lane until it is
-acknowledged (`interactions.py`). Button presses skip the lanes: they must be answered at once.
+the thread is one (`places.py`).
 
 Approvals: buttons whose presses come to `on_interaction` and go to the bot as a `ChoiceAnswer`
 (`interactions.py`); the bot's outcome edits the message, removing the buttons. A message's own
@@ -19,8 +16,9 @@ Files: a message's attachments reach the bot as `IncomingFile`s, and the bot's f
 attachments within the place's upload limit (`files.py`). The agent's own commands become guild
 application commands (`agent_menus.py`).
 
-Rate limits: the bot paces each chat (`min_edit_interval`: Discord's per-channel budget is about
-a call a second); discord.py follows each bucket's `X-RateLimit-*` headers; `spending.py` keeps
+Rate limits: a live reply's calls pass the chat's pacer (`min_edit_interval`: Discord's
+per-channel budget is about a call a second); discord.py follows each bucket's `X-RateLimit-*`
+headers; `spending.py` keeps
 all calls under Discord's global limit, the answers first, so with many conversations streaming
 their live edits thin out instead of drawing 429s. Errors are translated by `errors.py`."""
 
@@ -28,21 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any
 
 import anyio
 import anyio.abc
-import yarl
 
-from config import ConfigError
 from config.settings import DiscordSettings
 from surfaces.base import (
     Choice,
-    ChoiceAnswer,
     ClusterLeases,
     ConversationKey,
-    Inbound,
     IncomingFile,
     LiveReply,
     MenuCommand,
@@ -50,30 +43,20 @@ from surfaces.base import (
     OnEvent,
     OutgoingFile,
     SurfaceCapabilities,
-    UserRef,
 )
-from surfaces.bounded import BoundedMap
 from surfaces.discord.agent_menus import AgentMenus
 from surfaces.discord.connection import Connection
 from surfaces.discord.convert import (
     MAX_CHARS,
     closed_choice_text,
-    command_argument,
-    command_text,
     fit,
-    is_ephemeral,
-    mentions,
     plain,
     render,
-    strip_mention,
-    thread_name,
 )
-from surfaces.discord.errors import EDITS, FILES, REST, SDK_FAILURES
+from surfaces.discord.errors import EDITS, FILES, REST
 from surfaces.discord.files import (
-    CDN_HOSTS,
     UPLOAD_LIMIT,
     file_from_ref,
-    incoming_files,
     too_large,
     upload,
 )
@@ -82,59 +65,26 @@ from surfaces.discord.gateway import (
     sync_commands,
     tame_reconnect_logs,
 )
+from surfaces.discord.inbound import Inbox, OpenChoice
 from surfaces.discord.interactions import (
-    Followup,
     Interactions,
-    Notify,
-    answering,
     current_followup,
 )
 from surfaces.discord.interactions import buttons as button_row
 from surfaces.discord.live import DiscordLive
 from surfaces.discord.messages import Messages
-from surfaces.discord.places import NAME, Places, conversation_key
+from surfaces.discord.places import NAME
 from surfaces.discord.sdk import discord
 from surfaces.discord.spending import Spending
-from surfaces.errors import FileRefused, SendFailed
-from surfaces.lanes import Lanes
+from surfaces.errors import FileRefused
 from surfaces.text import ellipsize
 
 log = logging.getLogger(__name__)
 
 COMMAND_SYNC_TIMEOUT = 10.0
-RESHARD_LOGIN_TIMEOUT = 15.0  # a new client's log-in, when this replica takes more shards
 MENU_COALESCE = 2.0  # seconds an agent command update waits for the rest of its burst
 CAPTION_CHARS = 500  # a file's caption: a line, not a message
-THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440  # a day without messages
-GUILDS_REMEMBERED = 10_000  # conversations whose guild is known without a cache lookup
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
-# Why a thread may not open (ValueError: a name discord.py refuses); the channel answers instead.
-_THREAD_FAILURES: tuple[type[Exception], ...] = (*SDK_FAILURES, ValueError)
-# Why a new client for more shards may not log in (the old one then keeps its shards).
-_RESHARD_FAILURES: tuple[type[Exception], ...] = (
-    *SDK_FAILURES,
-    TimeoutError,
-    ConfigError,
-    SendFailed,
-)
-
-
-@dataclass(eq=False)
-class _Pending:
-    """One event waiting in its conversation's lane; `ready` once it may be handed over (a
-    slash command: once acknowledged), answering `followup` if it has one."""
-
-    event: Inbound
-    followup: Followup | None = None
-    ready: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass(frozen=True, slots=True)
-class _OpenChoice:
-    """An approval on show: where, and who may press its buttons."""
-
-    key: ConversationKey
-    allowed: frozenset[str]
 
 
 class DiscordSurface:
@@ -162,30 +112,26 @@ class DiscordSurface:
             agent_menus=True,
         )
         self._spending = Spending(global_rate)  # the whole bot's requests a second
-        # Everyone the bot may answer: used only to give strangers nothing (no thread, no ack);
-        # the bot's access policy decides everything else.
-        self._known = frozenset([*settings.allowed_users, *settings.approvers, *settings.admins])
-        self._places = Places(settings)
         self._interactions = Interactions(settings.api_url.rstrip("/"))
-        self._lanes: Lanes[ConversationKey, _Pending] = Lanes(
-            self._deliver, failure="the bot failed on a Discord event in %s", logger=log
+        self._menus = AgentMenus(coalesce=menu_coalesce)
+        self._inbox = Inbox(
+            settings,
+            me=self._me,
+            spending=self._spending,
+            interactions=self._interactions,
+            menus=self._menus,
         )
         self._connection = Connection(
             settings,
             guild_ready_timeout=guild_ready_timeout,
-            handlers={"on_message": self._on_message, "on_interaction": self._on_interaction},
+            handlers={
+                "on_message": self._inbox.on_message,
+                "on_interaction": self._inbox.on_interaction,
+            },
         )
         self._messages = Messages(self._spending, self._interactions, self._messageable)
-        self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._receiving = False
         self._commands: list[tuple[str, str]] = []
-        self._choices: dict[int, _OpenChoice] = {}  # approval message id ->
-        self._menus = AgentMenus(coalesce=menu_coalesce)
-        self._guilds: BoundedMap[str, int] = BoundedMap(GUILDS_REMEMBERED)  # chat -> its guild
-        # Where attachments may be downloaded from: Discord's CDN (and the API host in tests).
-        api_host = yarl.URL(settings.api_url).host if settings.api_url else None
-        self._file_hosts = CDN_HOSTS | ({api_host} if api_host else set())
 
     def render(self, markdown: str) -> str:
         return render(markdown)
@@ -207,15 +153,13 @@ class DiscordSurface:
     ) -> None:
         """Log in, sync the slash commands, then receive until cancelled. The client stays open
         after a cancel, for the bot's last replies; `close()` ends it."""
-        self._on_event = on_event
         tame_reconnect_logs()
         client = None
         try:
             client = await self._connection.log_in()
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                self._lanes.open(tg)
-                self._receiving = True
+                self._inbox.open(tg, on_event)
                 self._connection.connect(tg)
                 with anyio.move_on_after(COMMAND_SYNC_TIMEOUT):
                     await sync_commands(client, self._commands)
@@ -227,8 +171,7 @@ class DiscordSurface:
             await self._connection.close()
             raise
         finally:
-            self._receiving = False
-            self._lanes.close()
+            self._inbox.close()
             self._tg = None
             self._connection.stopped()
 
@@ -241,7 +184,7 @@ class DiscordSurface:
         self._connection.leases = leases
 
     async def close(self) -> None:
-        self._receiving = False
+        self._inbox.stop()
         await self._connection.close()
 
     def is_ready(self) -> bool:
@@ -263,148 +206,7 @@ class DiscordSurface:
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
         """A file another replica received, by its `IncomingFile.ref`."""
-        return file_from_ref(name, mime, size, kind, ref, self._file_hosts)
-
-    async def _on_message(self, message: discord.Message) -> None:
-        me = self._me()
-        if not self._receiving or not me:
-            return
-        if message.author.bot or message.webhook_id is not None:
-            return  # our own messages, other bots, webhooks
-        if message.type not in (discord.MessageType.default, discord.MessageType.reply):
-            return  # joins, pins, thread-created notices
-        user = UserRef(str(message.author.id), message.author.display_name)
-        mentioned = mentions(message.content, me) or any(u.id == me for u in message.mentions)
-        text = strip_mention(message.content, me)  # `!compact`: the bot parses `!` itself
-        files = incoming_files(message, self._file_hosts)
-        if not text and not files:
-            return
-        place = self._places.of_message(message, me, mentioned)
-        if place is None:
-            return
-        key, opens_thread = place
-        if message.guild is not None:
-            self._guilds.remember(key.chat, message.guild.id)
-        if opens_thread and user.id in self._known:
-            if self._tg is not None:
-                self._tg.start_soon(self._open_thread, message, user, text, files)
-            return
-        # A stranger's is dropped by the bot (which logs them once): no thread, no reply.
-        self._enqueue(Inbound(key, user, text, str(message.id), files=files))
-
-    async def _open_thread(
-        self,
-        message: discord.Message,
-        user: UserRef,
-        text: str,
-        files: tuple[IncomingFile, ...] = (),
-    ) -> None:
-        try:
-            await self._spending.new_message()
-            thread = await message.create_thread(
-                name=thread_name(text, f"Chat with {user.label}"),
-                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
-            )
-        except _THREAD_FAILURES as exc:
-            log.warning(
-                "could not open a thread in channel %s (%s); answering in the channel",
-                message.channel.id,
-                exc,
-            )
-            key = conversation_key(message.channel.id)
-        except Exception:  # unmapped: logged with its traceback; the message is still answered
-            log.exception("opening a thread in channel %s failed unexpectedly", message.channel.id)
-            key = conversation_key(message.channel.id)
-        else:
-            self._places.opened_thread(thread.id, message.channel.id)
-            key = conversation_key(thread.id)
-        if message.guild is not None:
-            self._guilds.remember(key.chat, message.guild.id)
-        self._enqueue(Inbound(key, user, text, str(message.id), files=files))
-
-    async def _on_interaction(self, interaction: discord.Interaction[Any]) -> None:
-        if not self._receiving:
-            return
-        user = interaction.user
-        if user is None or user.bot:
-            return
-        who = UserRef(str(user.id), user.display_name)
-        if interaction.type is discord.InteractionType.application_command:
-            await self._on_command(interaction, who)
-        elif interaction.type is discord.InteractionType.component:
-            await self._on_press(interaction, who)
-
-    async def _on_command(self, interaction: discord.Interaction[Any], who: UserRef) -> None:
-        key = self._places.of_interaction(interaction, self._me())
-        if key is None:
-            if who.id in self._known:  # strangers get silence; people we know get a reason
-                await self._interactions.say_not_here(interaction)
-            return
-        data = cast(dict[str, Any], interaction.data or {})
-        name = str(data.get("name", ""))
-        options = [(str(o.get("name", "")), o.get("value")) for o in data.get("options", [])]
-        text = command_text(name, options)
-        if interaction.guild_id is not None:
-            self._guilds.remember(key.chat, interaction.guild_id)
-            agents = self._menus.command(interaction.guild_id, name)
-            if agents is not None and data.get("guild_id") is not None:
-                text = agents.text(command_argument(options))
-        inbound = Inbound(key, who, text, str(interaction.id))
-        if who.id not in self._known:
-            self._enqueue(inbound)  # the bot drops it; not even "thinking…" for strangers
-            return
-        followup = Followup(interaction, key, ephemeral=is_ephemeral(name))
-        pending = self._enqueue(inbound, followup)  # its place in the lane, before the ack
-        try:
-            await self._interactions.defer_command(followup, name)
-        finally:
-            pending.ready.set()
-
-    async def _on_press(self, interaction: discord.Interaction[Any], who: UserRef) -> None:
-        data = cast(dict[str, Any], interaction.data or {})
-        token = str(data.get("custom_id", ""))
-        message = interaction.message
-        opened = self._choices.get(message.id) if message is not None else None
-        if opened is not None:
-            key: ConversationKey | None = opened.key
-        else:
-            key = self._places.of_interaction(interaction, self._me())
-        if key is None or not token:
-            return
-        event_id = str(interaction.id)
-        if who.id not in self._known:
-            await self._hand_over(ChoiceAnswer(key, who, token, event_id))  # dropped, silently
-            return
-        theirs = opened is None or who.id in opened.allowed
-
-        async def answer(notify: Notify) -> None:
-            await self._hand_over(ChoiceAnswer(key, who, token, event_id, notify))
-
-        await self._interactions.take_press(interaction, answer, theirs=theirs)
-
-    def _enqueue(self, event: Inbound, followup: Followup | None = None) -> _Pending:
-        """File `event` in its conversation's lane (dropped when not running); a followup's
-        event waits there until the command is acknowledged."""
-        pending = _Pending(event, followup)
-        self._spending.heard(int(event.key.chat))  # what the bot says next starts a reply
-        if followup is None:
-            pending.ready.set()
-        self._lanes.put(event.key, pending)
-        return pending
-
-    async def _deliver(self, pending: _Pending) -> None:
-        await pending.ready.wait()
-        with answering(pending.followup):
-            if self._on_event is not None:
-                await self._on_event(pending.event)
-
-    async def _hand_over(self, event: ChoiceAnswer) -> None:
-        if self._on_event is None:
-            return
-        try:
-            await self._on_event(event)
-        except Exception:
-            log.exception("the bot failed on a Discord event in %s", event.key)
+        return file_from_ref(name, mime, size, kind, ref, self._inbox.file_hosts)
 
     # ---- outbound ------------------------------------------------------------------------------
     async def send(
@@ -468,11 +270,11 @@ class DiscordSurface:
         channel = self._messageable(key)
         await self._spending.new_message()
         message = await REST.call(channel.send(content, view=view, allowed_mentions=NO_MENTIONS))
-        self._choices[message.id] = _OpenChoice(key, frozenset(allowed_users))
+        self._inbox.choices[message.id] = OpenChoice(key, frozenset(allowed_users))
         return MessageRef(key, str(message.id))
 
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
-        self._choices.pop(int(ref.id), None)  # no more presses to check
+        self._inbox.choices.pop(int(ref.id), None)  # no more presses to check
         content = closed_choice_text(fit(plain(prompt)), outcome)
         message = self._messageable(ref.key).get_partial_message(int(ref.id))
         await self._spending.new_message()  # an approval's outcome: as urgent as a message
@@ -499,7 +301,7 @@ class DiscordSurface:
     # ---- helpers -------------------------------------------------------------------------------
     def _guild_of(self, key: ConversationKey) -> int | None:
         """The guild a conversation lives in (None: a DM, or a channel the bot cannot see)."""
-        known = self._guilds.get(key.chat)
+        known = self._inbox.guilds.get(key.chat)
         if known is not None:
             return known
         client = self._connection.client
