@@ -298,6 +298,27 @@ async def test_a_streamed_reply_gets_its_buttons_when_its_stream_goes_quiet() ->
     assert message.blocks == [] and message.text == "streamed and more, done"
 
 
+async def test_a_live_reply_makes_no_call_that_changes_nothing_and_changes_buttons_alone() -> None:
+    async with slack("socket") as env:
+        key = ConversationKey("slack", DM)  # the top of a DM: posted and updated, not streamed
+        live = env.surface.open_live(key)
+
+        def writes() -> int:
+            return len([call for call in env.fake.calls if call.method.startswith("chat.")])
+
+        await live.show([LivePart("working")], "reading a file", buttons=[STOP])
+        (message,) = env.fake.replies(DM)
+        assert writes() == 1 and [b["value"] for b in message.buttons] == [STOP.token]
+        await live.show([LivePart("working")], "reading a file", buttons=[STOP])
+        assert writes() == 1  # the same again: no call
+        await live.show([LivePart("working")], "reading a file")
+        assert writes() == 2 and message.buttons == []  # the same text, the button gone
+        assert message.text == "working\n\n⋯ reading a file"
+        await live.finish([env.surface.render("working")])
+        await live.finish([env.surface.render("working")])  # finished already: nothing left
+        assert writes() == 3 and message.text == "working"
+
+
 # ---- the agent's commands and App Home -----------------------------------------------------------
 async def test_bang_name_of_an_agent_command_reaches_the_bot_as_the_slash_command(
     mode: str,
