@@ -154,7 +154,6 @@ class DiscordSurface:
         """Log in, sync the slash commands, then receive until cancelled. The client stays open
         after a cancel, for the bot's last replies; `close()` ends it."""
         tame_reconnect_logs()
-        client = None
         try:
             client = await self._connection.log_in()
             async with anyio.create_task_group() as tg:

@@ -158,8 +158,7 @@ class Connection:
         healthy, and sends what the bot asks of it."""
         client = self.client
         if self.leases is not None and not self.shards:
-            logged_in = client is not None and client.user is not None
-            return logged_in and client is not None and not client.is_closed()
+            return client is not None and client.user is not None and not client.is_closed()
         return self.is_ready()
 
     def channel(self, key: ConversationKey) -> discord.PartialMessageable:

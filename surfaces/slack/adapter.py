@@ -1,6 +1,7 @@
 """The Slack surface on slack-bolt's `AsyncApp` and slack_sdk's `AsyncWebClient`. With
-`web_api.py` (the paced, translated calls), `streams.py` (replies, streamed where Slack allows),
-`receivers.py` (Socket Mode and HTTP mode) and `errors.py`, the only code that imports them.
+`web_api.py` (the paced, translated calls), `live.py` and `streams.py` (replies, streamed where
+Slack allows), `receivers.py` (Socket Mode and HTTP mode) and `errors.py`, the only code that
+imports them.
 
 Receiving: Socket Mode when an app token is set, else HTTP mode (our aiohttp server hands each
 request to bolt, whose request verification answers a bad or stale signature with 401 before
@@ -16,9 +17,10 @@ channels only when mentioned (a top-level mention starts a thread and a conversa
 thread the bot is part of (one it started or was mentioned in since it started, or whose parent it
 wrote). Replies always go into the thread.
 
-Sending: the bot's `ReplyStream` paces operations per channel (`min_edit_interval`) and tells us
-what to show; `streams.py` shows it with Slack's native streams where it can, else with
-`chat.postMessage` + `chat.update`. Every call passes the channel's pacer (`web_api.py`).
+Sending: a reply is the `SlackLive` `open_live` gives (`live.py`): the bot tells it what to show,
+and `streams.py` shows it with Slack's native streams where it can, else with `chat.postMessage` +
+`chat.update`. `send` and `edit` post and update. Every call passes the channel's pacer once
+(`web_api.py`), at most one a `min_edit_interval`.
 
 Files: a message's shared files reach the bot as `IncomingFile`s, fetched only on demand through
 `files.info` and the bot token (`files.py`); the agent's files are uploaded into the thread.
