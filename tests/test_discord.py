@@ -394,7 +394,7 @@ async def test_platform_failures_become_the_surfaces_errors(world: World) -> Non
     )
     production = create_surface(settings).capabilities
     assert (production.max_chars, production.min_edit_interval) == (2000, 1.0)
-    assert production.can_edit and production.buttons and production.threads
+    assert production.can_edit and production.message_buttons
     assert production.command_prefixes == ("!", "/")
     surface = DiscordSurface(settings.discord, min_edit_interval=0.01, guild_ready_timeout=0.05)
     key = ConversationKey("discord", world.dm_of(world.alice))

@@ -341,7 +341,8 @@ class DiscordSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return file_from_ref(name, mime, size, kind, ref, self._file_hosts)
 
     async def _on_message(self, message: discord.Message) -> None:

@@ -294,7 +294,8 @@ class SlackSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return file_from_ref(self._api, name, mime, size, kind, ref)
 
     def _open_home(self, event: dict[str, Any]) -> None:
