@@ -210,13 +210,17 @@ class Pacing:
         *,
         prune_every: float = 60.0,
         group_window: Callable[[str], GroupWindow | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.interval = interval
         self._prune_every = prune_every
         self._group_window = group_window
+        self._clock = clock  # the pacers' time: a test's own clock, or the monotonic one
+        self._sleep = sleep
         self._chats: dict[str, ChatPacer] = {}
         self.counts = PacingCounts()  # every chat's pacer adds to it
-        self._next_prune = time.monotonic() + prune_every
+        self._next_prune = clock() + prune_every
         self._prune_at_size = _PRUNE_MIN_SIZE  # prune once this many chats are remembered
 
     def __len__(self) -> int:
@@ -227,15 +231,21 @@ class Pacing:
         """The chat's pacer (`ConversationKey.chat`: threads of a chat share it)."""
         pacer = self._chats.get(chat)
         if pacer is None:
-            if len(self._chats) >= self._prune_at_size or time.monotonic() >= self._next_prune:
+            if len(self._chats) >= self._prune_at_size or self._clock() >= self._next_prune:
                 self.prune()
             window = self._group_window(chat) if self._group_window is not None else None
-            pacer = self._chats[chat] = ChatPacer(self.interval, window=window, counts=self.counts)
+            pacer = self._chats[chat] = ChatPacer(
+                self.interval,
+                window=window,
+                clock=self._clock,
+                sleep=self._sleep,
+                counts=self.counts,
+            )
         return pacer
 
     def call(self, chat: str, *, optional: bool = False) -> AbstractAsyncContextManager[None]:
         """`async with pacing.call(chat):` around one platform call (see `ChatPacer.call`)."""
-        if time.monotonic() >= self._next_prune:
+        if self._clock() >= self._next_prune:
             self.prune()
         return self.for_chat(chat).call(optional=optional)
 
@@ -245,7 +255,7 @@ class Pacing:
 
     def prune(self) -> None:
         """Forget the chats whose pacers are idle: they are as good as new."""
-        self._next_prune = time.monotonic() + self._prune_every
+        self._next_prune = self._clock() + self._prune_every
         for chat in [chat for chat, pacer in self._chats.items() if pacer.is_idle()]:
             del self._chats[chat]
         self._prune_at_size = max(_PRUNE_MIN_SIZE, 2 * len(self._chats))

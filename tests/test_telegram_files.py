@@ -5,6 +5,7 @@ chat's menu. The real python-telegram-bot, through our adapter, against the fake
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -431,6 +432,17 @@ def test_agent_commands_are_mapped_to_telegrams_rules_and_a_clash_is_renamed() -
     }
     many = agent_menu(ours, [MenuCommand(f"c{n}", "d") for n in range(200)])
     assert len(many.entries) == 100
+
+
+async def test_the_bot_wide_menu_waits_out_a_429_for_as_long_as_telegram_asks(
+    api: FakeBotApi,
+) -> None:
+    api.fail_next("setMyCommands", 429, retry_after=1, count=2)
+    async with receiving(api):
+        await wait_for(lambda: "default" in api.scoped_commands, "our menu", 15)
+    calls = api.calls_to("setMyCommands", ok=False)
+    assert [call.status for call in calls] == [429, 429, 200]
+    assert all(later.at - earlier.at >= 0.9 for earlier, later in itertools.pairwise(calls))
 
 
 async def test_the_agents_commands_reach_the_chats_menu_once_and_come_back_in_its_spelling(

@@ -204,7 +204,8 @@ class DiscordSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received, by its `IncomingFile.ref`."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return file_from_ref(name, mime, size, kind, ref, self._inbox.file_hosts)
 
     # ---- outbound ------------------------------------------------------------------------------

@@ -17,10 +17,9 @@ channels only when mentioned (a top-level mention starts a thread and a conversa
 thread the bot is part of (one it started or was mentioned in since it started, or whose parent it
 wrote). Replies always go into the thread.
 
-Sending: a reply is the `SlackLive` `open_live` gives (`live.py`): the bot tells it what to show,
-and `streams.py` shows it with Slack's native streams where it can, else with `chat.postMessage` +
-`chat.update`. `send` and `edit` post and update. Every call passes the channel's pacer once
-(`web_api.py`), at most one a `min_edit_interval`.
+Sending: a reply is the `SlackLive` of `open_live` (`live.py`), shown by `streams.py` with native
+streams where it can, else `chat.postMessage` + `chat.update`; `send` and `edit` post and update.
+Every call passes the channel's pacer once (`web_api.py`).
 
 Files: a message's shared files reach the bot as `IncomingFile`s, fetched only on demand through
 `files.info` and the bot token (`files.py`); the agent's files are uploaded into the thread.
@@ -295,7 +294,8 @@ class SlackSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received, by its `IncomingFile.ref`."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return file_from_ref(self._api, name, mime, size, kind, ref)
 
     def _open_home(self, event: dict[str, Any]) -> None:
