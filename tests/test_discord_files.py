@@ -192,7 +192,7 @@ async def test_buttons_go_on_a_message_come_off_with_an_edit_and_a_press_is_a_ch
         assert bot.fake.routes("edit_message")[-1].body["components"] == []
 
 
-async def test_a_live_reply_edits_only_what_changed_and_always_ends_its_live_message() -> None:
+async def test_a_live_reply_edits_only_what_changed_and_finishes_once() -> None:
     stop = Choice("stop-1", "Stop", "danger")
     async with discord_surface() as bot:
         key = bot.dm_key()
@@ -208,9 +208,10 @@ async def test_a_live_reply_edits_only_what_changed_and_always_ends_its_live_mes
         assert len(message.buttons()) == 1
         await live.show([LivePart("working")])  # the same text without Stop: the button goes
         assert calls() == 2 and message.buttons() == [] and message.content == "working"
-        await live.finish([bot.surface.render("working")])  # the same text, now final
-        assert calls() == 3  # made: the budget had a slot free
-        await live.finish([bot.surface.render("working")])
+        final = bot.surface.render("**done**")
+        await live.finish([final])
+        assert calls() == 3 and message.content == final
+        await live.finish([final])
         assert calls() == 3  # finished already
 
 
