@@ -60,7 +60,7 @@ from surfaces.base import (
     UserRef,
 )
 from surfaces.bounded import BoundedMap
-from surfaces.errors import SendFailed, SurfaceError
+from surfaces.errors import SendFailed
 from surfaces.lanes import Lanes
 from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
@@ -68,7 +68,6 @@ from surfaces.slack.convert import (
     choice_blocks,
     closed_choice_blocks,
     message_from_event,
-    press_from_payload,
     render,
 )
 from surfaces.slack.errors import (
@@ -82,6 +81,7 @@ from surfaces.slack.errors import (
 from surfaces.slack.files import MAX_UPLOAD_BYTES, file_from_ref, incoming, upload
 from surfaces.slack.home import Home
 from surfaces.slack.live import SlackLive
+from surfaces.slack.presses import answer_of
 from surfaces.slack.receivers import run_http, run_socket_mode
 from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams, message_fields
 from surfaces.slack.web_api import WebApi
@@ -316,28 +316,9 @@ class SlackSurface:
 
     def _take_press(self, body: dict[str, Any]) -> None:
         """Bolt's listener for button presses (acknowledged): straight to the bot."""
-        press = press_from_payload(body)
-        if press is None or self._tg is None:
+        answer = answer_of(self._api, NAME, body)
+        if answer is None or self._tg is None:
             return
-        key = ConversationKey(NAME, press.channel, press.thread)
-        user = press.user
-
-        async def notify(text: str) -> None:
-            try:
-                await self._api.call(
-                    press.channel,
-                    self._api.web.chat_postEphemeral,
-                    channel=press.channel,
-                    user=user,
-                    text=escape_angle_brackets(text),
-                    thread_ts=press.thread or None,
-                )
-            except SurfaceError as exc:
-                log.warning("slack: could not tell %s: %s", user, exc)
-
-        answer = ChoiceAnswer(
-            key, UserRef(user, press.user_name), press.token, press.event_id, notify
-        )
         try:
             self._tg.start_soon(self._hand_over_press, answer)
         except RuntimeError:
