@@ -191,8 +191,10 @@ class ChurnSurface:
         """Conversations whose chat was shown the agent's answer."""
         return sum(self._answered)
 
-    async def preview(self, key: Any, text: str) -> None:
-        return None
+    def open_live(self, key: Any) -> Any:
+        from surfaces.live import EditedLive
+
+        return EditedLive(self, key)
 
     async def ask_choice(self, key: Any, prompt: str, choices: Any, *, allowed_users: Any) -> Any:
         raise AssertionError("the bench agent asks no permission")

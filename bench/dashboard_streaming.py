@@ -353,8 +353,10 @@ class FloorSurface:
     ) -> None:
         self._arrived(ref.key, text, formatted)
 
-    async def preview(self, key: Any, text: str, *, buttons: Any = ()) -> None:
-        return None
+    def open_live(self, key: Any) -> Any:
+        from surfaces.live import EditedLive
+
+        return EditedLive(self, key)  # as the dashboard's own
 
     async def ask_choice(self, key: Any, prompt: str, choices: Any, *, allowed_users: Any) -> Any:
         raise AssertionError("the bench agent asks no permission")

@@ -181,8 +181,10 @@ class BenchSurface:
     async def edit(self, ref: Any, text: str, *, formatted: bool = False) -> None:
         self.recorder.on_call(int(ref.key.chat[1:]), text, time.perf_counter())
 
-    async def preview(self, key: Any, text: str) -> None:
-        self.recorder.on_call(int(key.chat[1:]), text, time.perf_counter())  # not drafts: unused
+    def open_live(self, key: Any) -> Any:
+        from surfaces.live import EditedLive
+
+        return EditedLive(self, key)
 
     async def ask_choice(self, key: Any, prompt: str, choices: Any, *, allowed_users: Any) -> Any:
         raise AssertionError("the bench agent asks no permission")

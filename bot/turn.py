@@ -217,7 +217,7 @@ class Turn:
         host = self.host
         output.show_live(host.tick_interval)
         caps = host.surface.capabilities
-        if caps.message_buttons and (caps.can_edit or caps.drafts):
+        if caps.message_buttons and caps.can_edit:
             host.stop_token = f"{STOP_TOKEN_PREFIX}{uuid.uuid4().hex}"
             output.reply.set_buttons([Choice(host.stop_token, "Stop", "danger")])
 

@@ -6,7 +6,7 @@ A chat surface is one package, `surfaces/<name>/`:
   on, how to build it from `Settings`, its token shapes for `doctor`; its settings section holds
   its access lists. It imports no SDK: `build` imports the adapter when called.
 - `adapter.py`: the `Surface` itself; it and the package's other modules (one per large
-  subsystem: Telegram live previews, Slack native streams, Discord interaction followups; an
+  subsystem: Telegram's live replies, Slack native streams, Discord interaction followups; an
   `errors.py` with the SDK's error table) are the only code that calls the SDK.
 - `convert.py`: pure conversions (platform payloads <-> neutral types, Markdown -> dialect).
 
@@ -14,7 +14,9 @@ The kit, shared by every adapter:
 
 - `lanes.py` `Lanes`: one conversation's events to the bot in order, conversations concurrent.
 - `pacing.py` `Pacing`/`ChatPacer`/`GroupWindow`/`GlobalBudget`: who paces what, and the 429s;
-  a surface's `capabilities.pacing` is shared by the bot and the adapter.
+  a surface's `capabilities.pacing` gives each chat the one gate its platform calls pass.
+- `live.py` `EditedLive`: the default `LiveReply` (`open_live`), a reply shown live by `send`
+  and `edit`.
 - `platform_errors.py` `ErrorMap`, `retry_after`: an SDK's exceptions -> `errors.py`, one table.
 - `startup.py` `retry_start_up`: the first call retried over network trouble.
 - `bounded.py` `BoundedMap`: what an adapter remembers, capped.
@@ -31,7 +33,7 @@ production values. Its class then has these sections, in this order, each under 
    `command_menu`;
 2. lifecycle: `run`, `close`, and connecting;
 3. inbound: the SDK's callbacks, turned into `Inbound` (through `Lanes`) and `ChoiceAnswer`;
-4. outbound: `send`, `edit`, `preview`, `typing`;
+4. outbound: `send`, `edit`, `send_file`, `open_live`, `typing`;
 5. choices: `ask_choice`, `close_choice`;
 6. helpers: the private calls the sections above share (one platform call, translated and
    paced)."""

@@ -2,15 +2,16 @@
 speaks these types; it never imports `bot/` or `acp/`.
 
 What a person did arrives as `Inbound` (a message) or `ChoiceAnswer` (a button press); what the bot
-shows goes out through `Surface.send`/`edit`/`ask_choice`. `SurfaceCapabilities` tells the bot how
-to split and render for this platform, and carries the surface's pacing (`surfaces.pacing`).
+shows goes out through `Surface.send`/`edit`/`ask_choice`, and a reply being written through the
+`LiveReply` that `Surface.open_live` gives. `SurfaceCapabilities` tells the bot how to split and
+render for this platform, and carries the surface's pacing (`surfaces.pacing`).
 
 Every text a person or platform gives is made valid Unicode when these types are built
 (`config.valid_text`), so no adapter can let a lone surrogate or a NUL reach the bot."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -84,17 +85,6 @@ class IncomingFile:
 
     def __post_init__(self) -> None:
         _make_valid(self, "name", "mime", "kind")
-
-
-class RefetchingSurface(Protocol):
-    """An adapter whose files can be downloaded by another replica (duck-typed: the bot checks
-    for `file_from_ref`): the file `IncomingFile.ref` names, with a `fetch` of this adapter's,
-    or None for a ref it does not recognise (checked like any input: it came through the shared
-    store)."""
-
-    def file_from_ref(
-        self, name: str, mime: str, size: int | None, kind: str, ref: str
-    ) -> IncomingFile | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +162,10 @@ class MessageRef:
 # so a surface that cannot rewrite what it showed (a terminal) can tell it from the answer.
 STATUS_MARK = "⋯ "
 
+# What a live message the final text no longer needs is edited to: platforms refuse empty text and
+# offer us no delete, and stale text repeated below the answer would confuse more than a dot.
+BLANK = "…"
+
 
 def count_chars(text: str) -> int:
     return len(text)
@@ -188,18 +182,14 @@ class SurfaceCapabilities:
     count: Callable[[str], int] = count_chars
     min_edit_interval: float = 1.0  # seconds between edits of one chat's messages
     can_edit: bool = True
-    drafts: bool = False  # ephemeral live previews (`preview`); the final is sent as messages
-    buttons: bool = True
-    threads: bool = False
     # How people type the bot's commands here; the first is the one shown in help.
     command_prefixes: tuple[str, ...] = ("/",)
     # Whether `send`/`edit` can carry `buttons` (the live reply's Stop button); the bot passes
     # them only when this is true.
     message_buttons: bool = False
     # Largest file `send_file` takes, in bytes (0: no uploads here; the bot writes a one-line
-    # note with the file's path instead), and largest image it sends as a picture.
+    # note with the file's path instead).
     max_upload_bytes: int = 0
-    max_photo_bytes: int = 0
     # Largest file the platform lets a bot download (0: no limit of its own below ours).
     max_download_bytes: int = 0
     # Whether `agent_command_menu` puts the agent's commands into the platform's own menu.
@@ -211,6 +201,67 @@ class SurfaceCapabilities:
     def __post_init__(self) -> None:
         if self.pacing is None:
             object.__setattr__(self, "pacing", Pacing(self.min_edit_interval))
+
+
+@dataclass(frozen=True, slots=True)
+class LivePart:
+    """One message of a reply being written. Plain text as the agent has written it so far
+    (unrendered: half-written Markdown renders badly), or, with `final`, a part the text has grown
+    past for good, already `render()`ed: it will never change again, so it is shown once, in its
+    final form, and `finish` finds it done."""
+
+    text: str
+    final: bool = False
+
+
+class LiveReply(Protocol):
+    """One reply (one turn) shown while the agent writes it, then finished. Made by
+    `Surface.open_live`, one per reply; the bot calls one method at a time.
+
+    It keeps what each of its messages shows (the one place that does), so it skips a call that
+    would change nothing, and changes a message's buttons only when they change. It paces itself:
+    every platform call it makes passes the chat's `ChatPacer` (`surfaces.pacing`) once, which
+    also records a 429 for the whole chat. Each call is shielded from cancellation, bounded by
+    `surfaces.live.CALL_TIMEOUT`, so that what it believes a message shows stays true when the
+    reply is cancelled. It raises the surface's own errors (`surfaces.errors`); the bot decides
+    what to do about them (the kit's `surfaces.live.EditedLive` is the default built on `send` and
+    `edit`)."""
+
+    async def ready(self) -> None:
+        """Return once a `show` would make its call at once (the chat's pacer has a turn free,
+        with any window for optional calls: a Telegram group's minute). Takes nothing; the bot
+        awaits it before it works out what to show, so that what is shown is the newest text,
+        not the text of when the wait began. May return at once (then `show` waits instead)."""
+        ...
+
+    async def show(
+        self,
+        parts: Sequence[LivePart],
+        status: str | None = None,
+        buttons: Sequence[Choice] = (),
+    ) -> bool:
+        """Show the reply as it stands: `parts` in order, one message each, the `final` ones in
+        final (rendered) form; `status` (one paragraph, bounded by the bot; None: none) under the
+        last part, marked with STATUS_MARK where it is text, on a message of its own where it does
+        not fit; `buttons` (the Stop button) on the last message, where messages can carry them.
+        Only what differs from what shows is sent. Where not everything can be shown live (a
+        draft bubble shows the last part only) it shows what it can. Returns whether the chat now
+        shows the reply (False where nothing is shown live: no edits), so the bot knows when to
+        stop its typing indicator. Raises the platform call's SurfaceError (a RateLimited is
+        already recorded by the pacer; after MessageGone the message is forgotten and sent anew
+        by the next `show`)."""
+        ...
+
+    async def finish(self, parts: Sequence[str], *, skip: Collection[int] = ()) -> None:
+        """End the reply with `parts` (each `render()` output, one message each): when it
+        returns, message i shows parts[i] for every i not in `skip` (indexes the bot gave up on:
+        left as they are), in order and without buttons; a live message past the last part shows
+        BLANK; nothing is live any more (a draft dropped, a native stream stopped). A part a
+        message already shows in final form is not sent again, so `finish` can be called again
+        after a failure and does only what is left. The first failing call raises `PartFailed`
+        (its `index`: the message, which may be past the last part for a blank; `error`: the
+        SurfaceError)."""
+        ...
 
 
 # Returns once the event is accepted (queued, or answered), not when the reply is done: call it
@@ -260,16 +311,13 @@ class Surface(Protocol):
         ...
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
-        """Upload a file (an image as a picture where it fits `max_photo_bytes`); only called
+        """Upload a file (an image as a picture where the platform takes it as one); only called
         with files within `capabilities.max_upload_bytes`."""
         ...
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        """Show an ephemeral live preview (only called when `capabilities.drafts`), with the
-        live reply's `buttons` where the preview is a message that can carry them (only passed
-        when `capabilities.message_buttons`)."""
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        """A new live reply in the conversation (`surfaces.live.EditedLive(self, key)` where
+        `send` and `edit` are all it needs)."""
         ...
 
     async def ask_choice(

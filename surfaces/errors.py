@@ -8,6 +8,7 @@ adapter. The bot decides what to do (wait, retry, give up); the adapter only tra
     │                      a chat's pacer holds the chat back for it (`surfaces.pacing`)
     ├── SendFailed         .transient: worth retrying (network, 5xx) or not (bad request)
     ├── MessageGone        the message to edit no longer exists (deleted, too old)
+    ├── PartFailed         .index, .error: `LiveReply.finish` could not show message `index`
     ├── FileRefused        .reason: a file cannot be downloaded or uploaded (too large for the
     │                      platform or for the limit asked, gone, refused); one sentence
     └── LeasesUnavailable  .reason: the cluster's leases cannot be read or taken now (the shared
@@ -39,6 +40,25 @@ class SendFailed(SurfaceError):
 
 class MessageGone(SurfaceError):
     pass
+
+
+class PartFailed(SurfaceError):
+    """`LiveReply.finish` could not show message `index` (a part of the final text, or a blank
+    past its end) because of `error`; what the earlier messages show stays shown."""
+
+    def __init__(self, index: int, error: SurfaceError) -> None:
+        self.index = index
+        self.error = error
+        super().__init__(f"message {index + 1} of the reply: {error}")
+
+    @property
+    def transient(self) -> bool:
+        """Whether trying again may show it: after a 429 (the pacer waits it out), a message
+        that was gone (it is sent anew), or a failure the platform calls transient."""
+        error = self.error
+        if isinstance(error, SendFailed):
+            return error.transient
+        return isinstance(error, (RateLimited, MessageGone))
 
 
 class FileRefused(SurfaceError):

@@ -1,35 +1,32 @@
 """Pacing: how often the bot may call a platform, all in one place.
 
-Rate-limit state lives where the calls are made, so it lives here, in the surface layer, and the
-bot borrows it: every surface's `capabilities.pacing` is one `Pacing`, and a chat's `ChatPacer`
-is the same object for the bot's reply stream and for the adapter's platform calls.
+Rate-limit state lives where the calls are made, so it lives here, in the surface layer: every
+surface's `capabilities.pacing` is one `Pacing`, and a chat's `ChatPacer` is the one gate each
+platform call that posts or changes a message in that chat passes, once (`ChatPacer.call`).
 
 Who paces what:
 
-- **Per chat, the starts of calls** (`ChatPacer.wait_turn`): the bot's reply stream takes a turn
-  before each send, edit or preview of a chat's messages, at least `min_interval` apart
-  (the surface's `min_edit_interval`). Threads of one chat share it: platforms count them as
-  one chat. Unused turns are given back (`refund`).
-- **Per chat, the arrivals of calls** (`ChatPacer.call` / `Pacing.call`): the adapter wraps each
-  platform call that posts or changes a message. Platforms count calls as they arrive, and a
-  call that waited longer on the way (a connection queue, a busy loop, a slow request) would
-  otherwise arrive right behind the one before; only a finished call is known to have arrived,
-  so one call runs at a time per chat and each starts `min_interval` after the previous ended.
+- **Per chat, one call at a time** (`ChatPacer.call` / `Pacing.call`): platforms count calls as
+  they arrive, and a call that waited longer on the way (a connection queue, a busy loop, a slow
+  request) would otherwise arrive right behind the one before; only a finished call is known to
+  have arrived, so one call runs at a time per chat and each starts `min_interval` (the surface's
+  `min_edit_interval`) after the previous one ended. Threads of one chat share it: platforms count
+  them as one chat. A live reply (`surfaces.live`) makes its calls through it too, and asks
+  `ChatPacer.ready` first, so that it works out what to show only once its call can go.
 - **Per group, a window** (`GroupWindow`, Telegram's 20 messages a minute in a group): calls are
-  counted over the last minute; the optional ones (live previews) ask `preview_wait` first.
+  counted over the last minute; optional ones (a live reply's updates: `call(optional=True)`)
+  also wait for the window, so the group keeps room for the messages that must go.
 - **Per surface, a global budget** (`GlobalBudget`, Discord's ~50 requests a second for the whole
   bot): calls take a slot, by priority and then in order.
 
-A 429 holds the whole chat back, not one request: every turn and every call of that chat (those
-already waiting included) waits until its `retry_after` has passed. It is recorded once, by the
-first pacer that sees the `RateLimited` (the adapter's `call`, where the call was made, or the
-bot's reply stream for a surface that paces nothing itself): `ChatPacer.record` marks it.
+A 429 holds the whole chat back, not one request: every call of that chat (those already waiting
+included) waits until its `retry_after` has passed. It is recorded once, by the first pacer that
+sees the `RateLimited` (`call` records what its body raises): `ChatPacer.record` marks it.
 
 Chats with nothing queued and nothing left to wait for are forgotten (`Pacing.prune`); a forgotten
-chat behaves exactly like a new one. Every use (`for_chat`, the bot's reply stream; `call`, the
-adapter) prunes every `prune_every` seconds, and also whenever the number of chats remembered has
-doubled since the last prune, so a bot meeting many new chats keeps only the busy ones (the cost
-stays constant per use)."""
+chat behaves exactly like a new one. Every use (`for_chat`; `call`) prunes every `prune_every`
+seconds, and also whenever the number of chats remembered has doubled since the last prune, so a
+bot meeting many new chats keeps only the busy ones (the cost stays constant per use)."""
 
 from __future__ import annotations
 
@@ -56,7 +53,8 @@ _PRUNE_MIN_SIZE = 256
 
 class GroupWindow:
     """Calls that posted or changed messages in one group over the last minute, so optional calls
-    (previews) keep the group under its budget: at most `per_minute` a minute, `interval` apart."""
+    (live updates) keep the group under its budget: at most `per_minute` a minute, `interval`
+    apart."""
 
     def __init__(self, interval: float, per_minute: int) -> None:
         self.interval = interval
@@ -66,7 +64,7 @@ class GroupWindow:
     def record(self, now: float) -> None:
         self.calls.append(now)
 
-    def preview_wait(self, now: float) -> float:
+    def optional_wait(self, now: float) -> float:
         """Seconds until an optional call may be made (<= 0: now)."""
         self._forget_before(now - WINDOW)
         if not self.calls:
@@ -96,8 +94,8 @@ class PacingCounts:
 
 
 class ChatPacer:
-    """One chat's pacing: turns for the bot (`wait_turn`), one platform call at a time for the
-    adapter (`call`), and the penalty of a 429 holding both back."""
+    """One chat's pacing: one platform call at a time (`call`), spaced from the previous one's
+    end, and the penalty of a 429 holding every call back."""
 
     def __init__(
         self,
@@ -113,58 +111,30 @@ class ChatPacer:
         self.counts = counts if counts is not None else PacingCounts()  # the surface's, shared
         self._clock = clock
         self._sleep = sleep
-        self._last = -math.inf  # when the latest turn was handed out
-        self._previous = -math.inf
         self._not_before = -math.inf  # a 429's penalty runs until then
-        self._turns = anyio.Lock()  # fair: turns are handed out in the order they were asked for
-        self._calls = anyio.Lock()  # one platform call at a time
+        self._calls = anyio.Lock()  # fair: calls go in the order they asked; one at a time
         self._ready = -math.inf  # no call may start before this: the previous one ended
-        self._users = 0  # callers waiting for a turn or inside `call`, streams `held`
+        self._users = 0  # callers waiting or inside `call`, live replies `held`
 
-    # -- the bot's turns -----------------------------------------------------------------------
-
-    async def wait_turn(self) -> None:
-        """Sleep until the next operation is allowed, and take it: the interval to the one after
-        runs from now, so a late wake-up never squeezes the next turn closer."""
-        self._users += 1
-        try:
-            async with self._turns:
-                # Re-checked after every sleep: a 429 may have arrived meanwhile.
-                while (
-                    wait := max(self._last + self.min_interval, self._not_before) - self._clock()
-                ) > 0:
-                    await self._sleep(wait)
-                self._previous = self._last
-                self._last = self._clock()
-        finally:
-            self._users -= 1
-
-    def refund(self) -> None:
-        """Give back a turn taken but not used, so the next operation need not wait for it."""
-        self._last = self._previous
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        """Around a whole reply stream that paces with this pacer: it is not idle meanwhile, so
-        a prune never forgets it while the stream may still take turns (a new pacer for the
-        same chat would not know of them)."""
-        self._users += 1
-        try:
-            yield
-        finally:
-            self._users -= 1
-
-    # -- the adapter's calls -------------------------------------------------------------------
+    def _wait(self, optional: bool) -> float:
+        """Seconds until a call may start (<= 0: now)."""
+        now = self._clock()
+        wait = max(self._ready, self._not_before) - now
+        if optional and self.window is not None:
+            wait = max(wait, self.window.optional_wait(now))
+        return wait
 
     @asynccontextmanager
-    async def call(self) -> AsyncIterator[None]:
+    async def call(self, *, optional: bool = False) -> AsyncIterator[None]:
         """Wait for this chat's turn to call the platform, then run the body (the call); when it
-        ends, by returning or raising, the next call may start `min_interval` later. A 429 the
-        body raises is recorded. A caller cancelled while waiting leaves no trace."""
+        ends, by returning or raising, the next call may start `min_interval` later. `optional`:
+        a call the chat can do without (a live update), which also waits for the group's window.
+        A 429 the body raises is recorded. A caller cancelled while waiting leaves no trace."""
         self._users += 1
         try:
             async with self._calls:
-                while (delay := max(self._ready, self._not_before) - self._clock()) > 0:
+                # Re-checked after every sleep: a 429 may have arrived meanwhile.
+                while (delay := self._wait(optional)) > 0:
                     await self._sleep(delay)
                 if self.window is not None:
                     self.window.record(self._clock())
@@ -176,6 +146,31 @@ class ChatPacer:
                     raise
                 finally:
                     self._ready = max(self._ready, self._clock() + self.min_interval)
+        finally:
+            self._users -= 1
+
+    async def ready(self, *, optional: bool = False) -> None:
+        """Sleep until a `call(optional=optional)` would start at once (no call in flight, none
+        due to wait). Takes nothing: the call itself still passes `call`."""
+        self._users += 1
+        try:
+            while True:
+                async with self._calls:  # a call in flight ends first
+                    delay = self._wait(optional)
+                if delay <= 0:
+                    return
+                await self._sleep(delay)
+        finally:
+            self._users -= 1
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Around a whole live reply that paces with this pacer: it is not idle meanwhile, so
+        a prune never forgets it while the reply may still call (a new pacer for the same chat
+        would not know of its calls)."""
+        self._users += 1
+        try:
+            yield
         finally:
             self._users -= 1
 
@@ -200,7 +195,7 @@ class ChatPacer:
         now = self._clock()
         return (
             self._users == 0
-            and max(self._ready, self._not_before, self._last + self.min_interval) <= now
+            and max(self._ready, self._not_before) <= now
             and (self.window is None or self.window.is_idle(now))
         )
 
@@ -215,13 +210,17 @@ class Pacing:
         *,
         prune_every: float = 60.0,
         group_window: Callable[[str], GroupWindow | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.interval = interval
         self._prune_every = prune_every
         self._group_window = group_window
+        self._clock = clock  # the pacers' time: a test's own clock, or the monotonic one
+        self._sleep = sleep
         self._chats: dict[str, ChatPacer] = {}
         self.counts = PacingCounts()  # every chat's pacer adds to it
-        self._next_prune = time.monotonic() + prune_every
+        self._next_prune = clock() + prune_every
         self._prune_at_size = _PRUNE_MIN_SIZE  # prune once this many chats are remembered
 
     def __len__(self) -> int:
@@ -232,30 +231,31 @@ class Pacing:
         """The chat's pacer (`ConversationKey.chat`: threads of a chat share it)."""
         pacer = self._chats.get(chat)
         if pacer is None:
-            if len(self._chats) >= self._prune_at_size or time.monotonic() >= self._next_prune:
+            if len(self._chats) >= self._prune_at_size or self._clock() >= self._next_prune:
                 self.prune()
             window = self._group_window(chat) if self._group_window is not None else None
-            pacer = self._chats[chat] = ChatPacer(self.interval, window=window, counts=self.counts)
+            pacer = self._chats[chat] = ChatPacer(
+                self.interval,
+                window=window,
+                clock=self._clock,
+                sleep=self._sleep,
+                counts=self.counts,
+            )
         return pacer
 
-    def call(self, chat: str) -> AbstractAsyncContextManager[None]:
+    def call(self, chat: str, *, optional: bool = False) -> AbstractAsyncContextManager[None]:
         """`async with pacing.call(chat):` around one platform call (see `ChatPacer.call`)."""
-        if time.monotonic() >= self._next_prune:
+        if self._clock() >= self._next_prune:
             self.prune()
-        return self.for_chat(chat).call()
+        return self.for_chat(chat).call(optional=optional)
 
     def penalize(self, chat: str, seconds: float) -> None:
         """Hold every call and turn of `chat` back for `seconds` from now."""
         self.for_chat(chat).penalize(seconds)
 
-    def preview_wait(self, chat: str) -> float:
-        """Seconds until an optional call may be made in `chat` (0 without a group window)."""
-        window = self.for_chat(chat).window
-        return 0.0 if window is None else window.preview_wait(time.monotonic())
-
     def prune(self) -> None:
         """Forget the chats whose pacers are idle: they are as good as new."""
-        self._next_prune = time.monotonic() + self._prune_every
+        self._next_prune = self._clock() + self._prune_every
         for chat in [chat for chat, pacer in self._chats.items() if pacer.is_idle()]:
             del self._chats[chat]
         self._prune_at_size = max(_PRUNE_MIN_SIZE, 2 * len(self._chats))

@@ -26,6 +26,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -35,6 +36,7 @@ from surfaces.base import (
     count_chars,
 )
 from surfaces.errors import SurfaceError
+from surfaces.live import EditedLive
 from tests.conftest import FakeAgent
 from tests.store_backends import CLUSTER_KEY
 
@@ -46,7 +48,7 @@ CHAT = ConversationKey(SURFACE, "chat-1")
 
 @dataclass
 class Call:
-    # send | edit | preview | typing | ask_choice | close_choice | notify | send_file | agent_menu
+    # send | edit | typing | ask_choice | close_choice | notify | send_file | agent_menu
     op: str
     text: str
     message: str = ""  # id of the message sent or edited
@@ -76,11 +78,9 @@ class ScriptedSurface:
         count: Callable[[str], int] = count_chars,
         min_edit_interval: float = 0.01,
         can_edit: bool = True,
-        drafts: bool = False,
         render_with: Callable[[str], str] = lambda markdown: markdown,
         message_buttons: bool = False,
         max_upload_bytes: int = 0,
-        max_photo_bytes: int = 0,
         agent_menus: bool = False,
     ) -> None:
         self.name = name
@@ -89,10 +89,8 @@ class ScriptedSurface:
             count=count,
             min_edit_interval=min_edit_interval,
             can_edit=can_edit,
-            drafts=drafts,
             message_buttons=message_buttons,
             max_upload_bytes=max_upload_bytes,
-            max_photo_bytes=max_photo_bytes,
             agent_menus=agent_menus,
         )
         self.render_with = render_with
@@ -203,11 +201,8 @@ class ScriptedSurface:
         assert self.capabilities.agent_menus, "agent menus on a surface without"
         await self._record(Call("agent_menu", "", "", key, menu=tuple(commands)))
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        assert not buttons or self.capabilities.message_buttons, "buttons on a surface without"
-        await self._record(Call("preview", text, "", key, buttons=tuple(buttons)))
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return EditedLive(self, key)
 
     async def typing(self, key: ConversationKey) -> None:
         await self._record(Call("typing", "", "", key))

@@ -4,6 +4,7 @@ scripted fake agent. No browser: what the page would show is what the frames car
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
@@ -344,7 +345,7 @@ async def test_a_page_that_reconnects_mid_stream_resumes_the_text_and_can_stop_i
             resumed = await after.until(lambda f: f.get("id") == live["id"], "the live message")
             assert "first part of a long answer" in resumed["html"]
             stop = await after.until(
-                lambda f: f.get("id") == live["id"] and f["buttons"], "the Stop button"
+                lambda f: f.get("id") == live["id"] and f.get("buttons"), "the Stop button"
             )
             button = stop["buttons"][0]
             assert button["label"] == "Stop"
@@ -353,6 +354,28 @@ async def test_a_page_that_reconnects_mid_stream_resumes_the_text_and_can_stop_i
                 lambda f: agent_html(f) and "The turn was stopped." in f["html"], "stopped"
             )
     assert len(fake_agent.frames_in("session/cancel")) == 1
+
+
+async def test_a_streaming_message_sends_its_buttons_only_when_they_change(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    """The page keeps a message's button elements while a frame carries no "buttons" (a press
+    in progress must land on the element it began on), so unchanged buttons are not resent."""
+    steps: list[dict[str, Any]] = []
+    for number in range(12):
+        steps += [{"chunk": f" w{number}"}, {"sleep": 0.05}]
+    async with chatting(tmp_path, fake_agent) as (_, client), page(client, "alice") as alice:
+        tab = alice.tabs()[0]
+        await alice.send(tab, script(*steps))
+        await alice.until(lambda f: final(f) and "w11" in f["html"], "the final")
+        live = [f for f in alice.messages(tab) if agent_html(f)]
+        with_buttons = [f.get("buttons") for f in live if "buttons" in f]
+        stops = [b for b in with_buttons if b]
+        assert stops and all(b[0]["label"] == "Stop" for b in stops)
+        assert len(live) > len(with_buttons) + 3, live  # most frames left the buttons alone
+        assert with_buttons[-1] == []  # the final takes Stop off
+        changes = [a != b for a, b in itertools.pairwise(with_buttons)]
+        assert all(changes), with_buttons  # each "buttons" sent is a change
 
 
 async def test_a_person_sees_only_their_own_conversations_and_admins_see_all(

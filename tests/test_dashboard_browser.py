@@ -26,6 +26,7 @@ from anyio.from_thread import start_blocking_portal
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -43,6 +44,7 @@ from tests.engine_helpers import engine_settings
 INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
 USERS += ["worker"]  # whose turn the operations view's test stops
+USERS += ["presser"]  # who presses Stop slowly while the reply streams fast
 ADMIN = "operator"
 TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
@@ -341,6 +343,36 @@ def test_a_reload_mid_stream_resumes_the_text_and_stop_ends_the_turn(page: Page)
     page.shot("resumed")
     stop = page.until(lambda d: page.all(hook("stop")), "the Stop button")[0]
     stop.click()
+    page.agent_says("The turn was stopped.")
+    page.shot("stopped")
+    page.until(
+        lambda d: len(page.served.agent.frames_in("session/cancel")) == cancels_before + 1,
+        "the agent told to cancel",
+    )
+
+
+def test_a_slow_stop_press_lands_while_the_reply_streams_fast(page: Page) -> None:
+    """A click is a mouse down and a mouse up on the same element: while the text streams (a
+    frame every few milliseconds) the Stop button must stay the same element, or the press is
+    lost."""
+    page.sign_in("presser")
+    cancels_before = len(page.served.agent.frames_in("session/cancel"))
+    steps: list[dict[str, Any]] = []
+    for number in range(400):  # 8 s of a chunk every 20 ms, then a hang until stopped
+        steps += [{"chunk": f" w{number}"}, {"sleep": 0.02}]
+    # set, not typed: typing a script this long would take the browser longer than it streams
+    page.driver.execute_script(
+        "arguments[0].value = arguments[1]",
+        page.one(hook("composer")),
+        script(*steps, {"hang": True}),
+    )
+    page.one(hook("send")).click()
+    reply = page.agent_says("w1")
+    stop = page.until(lambda d: page.all(hook("stop")), "the Stop button")[0]
+    frames_before = reply.text
+    ActionChains(page.driver).move_to_element(stop).click_and_hold().pause(0.6).perform()
+    page.until(lambda d: reply.text != frames_before, "the text streaming on under the press")
+    ActionChains(page.driver).release().perform()
     page.agent_says("The turn was stopped.")
     page.shot("stopped")
     page.until(

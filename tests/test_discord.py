@@ -394,7 +394,7 @@ async def test_platform_failures_become_the_surfaces_errors(world: World) -> Non
     )
     production = create_surface(settings).capabilities
     assert (production.max_chars, production.min_edit_interval) == (2000, 1.0)
-    assert production.can_edit and production.buttons and production.threads
+    assert production.can_edit and production.message_buttons
     assert production.command_prefixes == ("!", "/")
     surface = DiscordSurface(settings.discord, min_edit_interval=0.01, guild_ready_timeout=0.05)
     key = ConversationKey("discord", world.dm_of(world.alice))
@@ -502,27 +502,26 @@ async def test_a_busy_budget_declines_live_calls_and_skips_final_edits_that_chan
     None
 ):
     spending = Spending(rate=20.0)  # a slot every 50 ms
-    assert await spending.edit(1, "live", final=False), "an idle budget takes a live edit"
-    spending.edited(7, 1, "live", final=False)
-    spending.sent(7, 2, "first", final=False)  # a reply's first live message, in channel 7
+    assert await spending.edit("live", final=False), "an idle budget takes a live edit"
+    spending.sent(7, final=False)  # a reply's first live message, in channel 7
     async with anyio.create_task_group() as tg:
         tg.start_soon(spending.new_message)  # another chat's message waits for the next slot
         await anyio.sleep(0.01)
         with pytest.raises(RateLimited) as declined:
-            await spending.edit(1, "live, longer", final=False)
+            await spending.edit("live, longer", final=False)
         assert declined.value.recorded, "our own budget's: no pacer holds the chat back"
         with pytest.raises(RateLimited):  # a later live message of the same reply
             await spending.new_message(7, final=False)
-        assert not await spending.edit(1, "live", final=True), "the final text is on show"
-        assert await spending.edit(1, "final", final=True)
+        on_show = await spending.edit("live", final=True, unchanged=True)
+        assert not on_show, "the final text is on show"
+        assert await spending.edit("final", final=True)
 
 
 async def test_a_reply_s_later_live_messages_stay_live_calls_after_a_part_is_final() -> None:
     spending = Spending(rate=20.0)  # a slot every 50 ms
     await spending.new_message(7, final=False)  # the reply's first message: as urgent as any
-    spending.sent(7, 1, "first part, live", final=False)
-    assert await spending.edit(1, "first part", final=True)
-    spending.edited(7, 1, "first part", final=True)  # settled while the reply goes on
+    spending.sent(7, final=False)
+    assert await spending.edit("first part", final=True)  # settled while the reply goes on
     async with anyio.create_task_group() as tg:
         tg.start_soon(spending.new_message)  # another chat's message waits for the next slot
         await anyio.sleep(0.01)

@@ -19,6 +19,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LivePart,
     MenuCommand,
     OutgoingFile,
 )
@@ -150,7 +151,7 @@ async def test_send_file_uploads_an_attachment_and_a_file_discord_refuses_is_fil
     async with discord_surface() as bot:
         key = bot.dm_key()
         caps = bot.surface.capabilities
-        assert (caps.max_upload_bytes, caps.max_photo_bytes) == (UPLOAD_LIMIT, UPLOAD_LIMIT)
+        assert caps.max_upload_bytes == UPLOAD_LIMIT
         assert caps.message_buttons and caps.agent_menus
         ref = await bot.surface.send_file(
             key, OutgoingFile("chart.png", PNG, "image/png", caption="the **chart**")
@@ -189,6 +190,29 @@ async def test_buttons_go_on_a_message_come_off_with_an_edit_and_a_press_is_a_ch
         await bot.surface.edit(ref, "done", formatted=True)
         assert message.content == "done" and message.buttons() == []
         assert bot.fake.routes("edit_message")[-1].body["components"] == []
+
+
+async def test_a_live_reply_edits_only_what_changed_and_finishes_once() -> None:
+    stop = Choice("stop-1", "Stop", "danger")
+    async with discord_surface() as bot:
+        key = bot.dm_key()
+        live = bot.surface.open_live(key)
+
+        def calls() -> int:
+            return len(bot.fake.routes("create_message") + bot.fake.routes("edit_message"))
+
+        await live.show([LivePart("working")], buttons=[stop])
+        await live.show([LivePart("working")], buttons=[stop])  # the same: no call
+        assert calls() == 1
+        (message,) = bot.fake.bot_messages(key.chat)
+        assert len(message.buttons()) == 1
+        await live.show([LivePart("working")])  # the same text without Stop: the button goes
+        assert calls() == 2 and message.buttons() == [] and message.content == "working"
+        final = bot.surface.render("**done**")
+        await live.finish([final])
+        assert calls() == 3 and message.content == final
+        await live.finish([final])
+        assert calls() == 3  # finished already
 
 
 # ---- the agent's commands -----------------------------------------------------------------------

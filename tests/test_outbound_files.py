@@ -33,7 +33,7 @@ def _link_chunk(uri: str, name: str) -> dict:
 
 
 def _surface(limit: int = 1000) -> ScriptedSurface:
-    return ScriptedSurface(max_upload_bytes=limit, max_photo_bytes=limit)
+    return ScriptedSurface(max_upload_bytes=limit)
 
 
 # ---- delivery, file by file --------------------------------------------------------------------

@@ -9,7 +9,8 @@ import anyio
 import pytest
 
 from surfaces.errors import RateLimited
-from surfaces.pacing import Pacing
+from surfaces.pacing import ChatPacer, GroupWindow, Pacing
+from tests.manual_clock import ManualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -136,8 +137,84 @@ async def test_a_429_raised_in_a_call_is_recorded_once_for_the_whole_chat() -> N
     assert limited.value.recorded and pacer.is_penalized()
     before = pacer._not_before
     await anyio.sleep(0.01)
-    pacer.record(limited.value)  # the bot's reply stream sees the same 429 on its way up
+    pacer.record(limited.value)  # a layer above sees the same 429 on its way up
     assert pacer._not_before == before
     begun = time.monotonic()
-    await pacer.wait_turn()  # the bot's turns wait for it too
+    await pacer.ready()  # a live reply waiting for its turn waits for it too
     assert time.monotonic() - begun >= 0.15
+
+
+async def test_a_penalty_holds_back_every_call_of_the_chat_including_waiting_ones() -> None:
+    clock = ManualClock()
+    pacer = ChatPacer(1.0, clock=clock, sleep=clock.sleep)
+    async with pacer.call():
+        pass
+    started: list[float] = []
+
+    async def waiter() -> None:
+        async with pacer.call():
+            started.append(clock.now)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        tg.start_soon(waiter)
+        await clock.advance(0.5)
+        pacer.penalize(10.0)  # arrives while both wait for their turn
+        await clock.advance(1.0)
+        assert started == []
+        await clock.advance(9.0)
+        await clock.advance(1.0)
+    assert started == [10.5, 11.5] and not pacer.is_penalized()
+
+
+async def test_ready_takes_no_turn_and_waits_for_the_call_in_flight_and_the_interval() -> None:
+    clock = ManualClock()
+    pacer = ChatPacer(1.0, clock=clock, sleep=clock.sleep)
+    await pacer.ready()  # a new chat: at once
+    ended = anyio.Event()
+    readied: list[float] = []
+
+    async def slow_call() -> None:
+        async with pacer.call():
+            await ended.wait()
+
+    async def get_ready() -> None:
+        await pacer.ready()
+        readied.append(clock.now)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow_call)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(get_ready)
+        await clock.advance(5.0)
+        assert readied == []  # the call is still in flight
+        ended.set()
+        await clock.advance(0.5)
+        assert readied == []  # ... and then the interval runs from its end
+        await clock.advance(0.5)
+        assert readied == [6.0]
+    async with pacer.call():  # ready took nothing: the call goes at once
+        assert clock.now == 6.0
+
+
+async def test_optional_calls_in_a_group_wait_for_its_window_and_others_do_not() -> None:
+    clock = ManualClock()
+    window = GroupWindow(interval=3.0, per_minute=2)
+    pacer = ChatPacer(0.0, window=window, clock=clock, sleep=clock.sleep)
+    times: list[tuple[str, float]] = []
+
+    async def call(name: str, optional: bool) -> None:
+        async with pacer.call(optional=optional):
+            times.append((name, clock.now))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, "live 1", True)
+        await clock.advance(0.0)
+        tg.start_soon(call, "live 2", True)  # 3 s after the first
+        await clock.advance(3.0)
+        tg.start_soon(call, "final", False)  # not held by the minute's budget
+        await clock.advance(0.0)
+        tg.start_soon(call, "live 3", True)  # the minute's 2 are spent: a minute after live 2
+        for _ in range(60):
+            await clock.advance(1.0)
+    assert times == [("live 1", 0.0), ("live 2", 3.0), ("final", 3.0), ("live 3", 63.0)]

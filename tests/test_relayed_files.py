@@ -16,7 +16,7 @@ import pytest
 
 from config import load_settings
 from config.settings import SlackSettings, TelegramSettings
-from surfaces.base import ChoiceAnswer, Inbound, IncomingFile, RefetchingSurface
+from surfaces.base import ChoiceAnswer, Inbound, IncomingFile
 from surfaces.discord.adapter import DiscordSurface
 from surfaces.errors import FileRefused
 from surfaces.slack.adapter import SlackSurface
@@ -53,6 +53,9 @@ HOSTILE = (
 )
 
 
+# The adapters whose files another replica can download.
+Refetching = TelegramSurface | SlackSurface | DiscordSurface
+
 # Well-formed refs of each platform: each adapter takes its own only.
 FOREIGN = {
     "telegram": "tg1:AgACAgIAAxkBAAIB",
@@ -61,7 +64,7 @@ FOREIGN = {
 }
 
 
-def refs_refused(surface: RefetchingSurface, own: str, *good: str) -> list[str]:
+def refs_refused(surface: Refetching, own: str, *good: str) -> list[str]:
     """The refs `surface` took that it should not have (hostile ones, other platforms' ones,
     and its own `good` ones with a kind or size that cannot be): none, for a careful adapter."""
     assert surface.file_from_ref("a", "", 1, "image", FOREIGN[own]) is not None
@@ -72,7 +75,7 @@ def refs_refused(surface: RefetchingSurface, own: str, *good: str) -> list[str]:
     return taken
 
 
-async def travelled(surface: RefetchingSurface, file: IncomingFile) -> IncomingFile:
+async def travelled(surface: Refetching, file: IncomingFile) -> IncomingFile:
     """`file` as the other replica's adapter rebuilds it from what the relay carries."""
     assert file.ref, "the file carries a ref"
     again = surface.file_from_ref(file.name, file.mime, file.size, file.kind, file.ref)

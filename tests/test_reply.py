@@ -36,8 +36,9 @@ def recording_surface(*, max_chars: int = 40, **options: Any) -> ScriptedSurface
     return ScriptedSurface("test", max_chars=max_chars, **options)
 
 
-def fast_pacer() -> ChatPacer:
-    return ChatPacer(0.01)
+def pacer_of(surface: ScriptedSurface) -> ChatPacer:
+    """The chat's pacer, which the surface's live reply paces its calls with."""
+    return surface.capabilities.pacing.for_chat(KEY.chat)
 
 
 def balanced(part: str) -> bool:
@@ -147,34 +148,14 @@ def test_a_zwj_sequence_is_never_cut_apart() -> None:
 
 
 @pytest.mark.anyio
-async def test_the_pacer_spaces_turns_by_its_interval() -> None:
+async def test_the_pacer_spaces_calls_by_its_interval() -> None:
     pacer = ChatPacer(0.03)
     stamps = []
     for _ in range(4):
-        await pacer.wait_turn()
-        stamps.append(time.monotonic())
+        async with pacer.call():
+            stamps.append(time.monotonic())
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     assert all(gap >= 0.025 for gap in gaps), gaps
-
-
-@pytest.mark.anyio
-async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_ones() -> None:
-    pacer = ChatPacer(0.01)
-    await pacer.wait_turn()
-    begun = time.monotonic()
-    done: list[float] = []
-
-    async def waiter() -> None:
-        await pacer.wait_turn()
-        done.append(time.monotonic() - begun)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(waiter)
-        tg.start_soon(waiter)
-        await anyio.sleep(0.002)
-        pacer.penalize(0.1)  # arrives while both are already waiting for their turn
-    assert pacer.is_penalized() is False
-    assert len(done) == 2 and min(done) >= 0.09, done
 
 
 def test_chat_pacers_share_one_pacer_per_chat_across_threads() -> None:
@@ -229,9 +210,9 @@ def test_a_part_settles_only_once_the_text_is_past_its_window_and_its_fences_are
 async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the_final_text() -> (
     None
 ):
-    surface = recording_surface(max_chars=4000)
+    surface = recording_surface(max_chars=4000, min_edit_interval=0.05)
     text = ""
-    async with open_reply(surface, KEY, ChatPacer(0.05)) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         for i in range(100):
             text += f"w{i} "
             reply.update(text)
@@ -246,7 +227,7 @@ async def test_rapid_updates_are_coalesced_into_few_edits_and_the_last_shows_the
 @pytest.mark.anyio
 async def test_unchanged_live_text_is_not_sent_again_and_the_final_is_one_formatted_edit() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("hello")
         await anyio.sleep(0.05)
         reply.update("hello")
@@ -263,7 +244,7 @@ async def test_a_long_reply_is_split_at_the_limit_without_breaking_fences() -> N
     surface = recording_surface(max_chars=40)
     code = "\n".join(f"print({i} * {i})" for i in range(12))
     final = f"The answer is below.\n\n```python\n{code}\n```\n\nThat prints squares."
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         for end in range(10, len(final), 15):
             reply.update(final[:end])
             await anyio.sleep(0.005)
@@ -280,7 +261,7 @@ async def test_a_long_reply_is_split_at_the_limit_without_breaking_fences() -> N
 async def test_parts_that_rendering_grows_are_split_tighter() -> None:
     surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("&", "&amp;"))
     final = " ".join(["R&D"] * 30)
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         assert await reply.finish(final) is True
     shown = list(surface.shown().values())
     assert all(len(part) <= 40 for part in shown), shown
@@ -290,7 +271,7 @@ async def test_parts_that_rendering_grows_are_split_tighter() -> None:
 @pytest.mark.anyio
 async def test_a_429_delays_the_chats_next_operation_by_retry_after_and_the_final_arrives() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("first")
         await anyio.sleep(0.03)
         surface.fail_next(RateLimited(0.2))
@@ -306,7 +287,7 @@ async def test_a_429_delays_the_chats_next_operation_by_retry_after_and_the_fina
 @pytest.mark.anyio
 async def test_transient_failures_are_retried_and_the_final_is_delivered() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer(), retry_delay=0.01) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface), retry_delay=0.01) as reply:
         surface.fail_next(SendFailed("502 bad gateway", transient=True), times=3)
         assert await reply.finish("the answer") is True
     sends = [c for c in surface.calls if c.op == "send"]
@@ -320,7 +301,9 @@ async def test_delivery_gives_up_after_max_attempts_returns_false_and_logs(
 ) -> None:
     surface = recording_surface()
     caplog.set_level(logging.WARNING, logger="bot.reply")
-    async with open_reply(surface, KEY, fast_pacer(), max_attempts=3, retry_delay=0.001) as reply:
+    async with open_reply(
+        surface, KEY, pacer_of(surface), max_attempts=3, retry_delay=0.001
+    ) as reply:
         surface.fail_next(SendFailed("503", transient=True), times=100)
         assert await reply.finish("never arrives") is False
     assert len([c for c in surface.calls if c.op == "send"]) == 3
@@ -333,7 +316,7 @@ async def test_a_permanent_failure_gives_up_on_that_part_at_once_and_delivers_th
 ) -> None:
     surface = recording_surface(can_edit=False)
     caplog.set_level(logging.WARNING, logger="bot.reply")
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         surface.fail_next(SendFailed("400 can't parse entities", transient=False))
         assert (
             await reply.finish("first paragraph is here\n\nsecond paragraph is here too") is False
@@ -347,7 +330,7 @@ async def test_a_permanent_failure_gives_up_on_that_part_at_once_and_delivers_th
 @pytest.mark.anyio
 async def test_a_message_gone_at_edit_is_replaced_by_a_new_message() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("draft")
         await anyio.sleep(0.03)
         surface.fail_next(MessageGone(), on="edit")
@@ -361,7 +344,7 @@ async def test_a_message_gone_at_edit_is_replaced_by_a_new_message() -> None:
 async def test_without_edits_nothing_streams_and_only_the_final_parts_are_sent() -> None:
     surface = recording_surface(can_edit=False)
     final = "word " * 20
-    async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface), typing_interval=0.01) as reply:
         for i in range(1, 20):
             reply.update(final[: i * 5])
             reply.set_status("thinking")
@@ -376,7 +359,7 @@ async def test_without_edits_nothing_streams_and_only_the_final_parts_are_sent()
 async def test_utf16_counting_keeps_every_part_within_the_limit() -> None:
     surface = recording_surface(max_chars=40, count=count_utf16)
     final = " ".join(["done 😀👍🏽", "👩‍💻 coding", "🇺🇦 ok"] * 12)
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         for end in range(5, len(final), 9):
             reply.update(final[:end])
             await anyio.sleep(0.003)
@@ -389,7 +372,7 @@ async def test_utf16_counting_keeps_every_part_within_the_limit() -> None:
 @pytest.mark.anyio
 async def test_the_status_line_shows_under_the_live_text_and_not_in_the_final() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("Listing files")
         reply.set_status("running: ls -la")
         await anyio.sleep(0.05)
@@ -402,7 +385,7 @@ async def test_the_status_line_shows_under_the_live_text_and_not_in_the_final() 
 @pytest.mark.anyio
 async def test_a_live_message_the_final_no_longer_needs_is_blanked() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("a short answer that is thirty")
         reply.set_status("running: a long command line")
         await anyio.sleep(0.06)
@@ -414,7 +397,7 @@ async def test_a_live_message_the_final_no_longer_needs_is_blanked() -> None:
 @pytest.mark.anyio
 async def test_typing_is_shown_while_nothing_was_sent_and_stops_after() -> None:
     surface = recording_surface()
-    async with open_reply(surface, KEY, fast_pacer(), typing_interval=0.01) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface), typing_interval=0.01) as reply:
         await anyio.sleep(0.06)
         assert len(surface.ops("typing")) >= 2
         reply.update("here it is")
@@ -428,7 +411,7 @@ async def test_typing_is_shown_while_nothing_was_sent_and_stops_after() -> None:
 async def test_leaving_on_an_error_delivers_the_partial_text_and_reraises_it_unwrapped() -> None:
     surface = recording_surface(can_edit=False)
     with pytest.raises(KeyError):
-        async with open_reply(surface, KEY, fast_pacer()) as reply:
+        async with open_reply(surface, KEY, pacer_of(surface)) as reply:
             reply.update("partial output")
             raise KeyError("boom")
     assert [c.text for c in surface.ops("send")] == ["partial output"]
@@ -438,7 +421,7 @@ async def test_leaving_on_an_error_delivers_the_partial_text_and_reraises_it_unw
 async def test_a_cancelled_turn_still_delivers_its_partial_text_and_stays_cancelled() -> None:
     surface = recording_surface()
     with anyio.move_on_after(0.1) as scope:
-        async with open_reply(surface, KEY, fast_pacer()) as reply:
+        async with open_reply(surface, KEY, pacer_of(surface)) as reply:
             reply.update("partial")
             await anyio.sleep(0.03)
             reply.update("partial, then more")
@@ -460,7 +443,7 @@ class SlowAnswers(ScriptedSurface):
 async def test_a_final_part_in_flight_when_the_turn_is_cancelled_is_sent_once() -> None:
     surface = SlowAnswers("test", can_edit=False)
     with anyio.move_on_after(0.05) as scope:
-        async with open_reply(surface, KEY, fast_pacer()) as reply:
+        async with open_reply(surface, KEY, pacer_of(surface)) as reply:
             await reply.finish("the answer")
     assert scope.cancel_called  # while the answer was on its way
     assert [call.text for call in surface.ops("send")] == ["the answer"]
@@ -473,7 +456,7 @@ async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusin
     surface = recording_surface(can_edit=False)
     caplog.set_level(logging.WARNING, logger="bot.reply")
     begun = time.monotonic()
-    async with open_reply(surface, KEY, fast_pacer(), close_timeout=0.05) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface), close_timeout=0.05) as reply:
         surface.fail_next(RateLimited(30), times=5)
         reply.update("partial")
     assert time.monotonic() - begun < 5
@@ -483,8 +466,10 @@ async def test_leaving_the_block_is_bounded_even_when_the_platform_keeps_refusin
 
 @pytest.mark.anyio
 async def test_live_edits_are_plain_and_only_the_final_parts_are_marked_formatted() -> None:
-    surface = recording_surface(max_chars=200, render_with=lambda md: md.replace("*", "!"))
-    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+    surface = recording_surface(
+        max_chars=200, min_edit_interval=0.0, render_with=lambda md: md.replace("*", "!")
+    )
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("a *bold*")
         await wait_for(lambda: any(c.op == "send" for c in surface.calls), "the first send")
         assert await reply.finish("a *bold* word")
@@ -492,21 +477,6 @@ async def test_live_edits_are_plain_and_only_the_final_parts_are_marked_formatte
     final = [c for c in surface.calls if c.op in ("send", "edit") and c.text == "a !bold! word"]
     assert live and not any(c.formatted for c in live)
     assert final and all(c.formatted for c in final)
-
-
-@pytest.mark.anyio
-async def test_a_surface_with_drafts_previews_live_and_sends_the_final_as_messages() -> None:
-    surface = recording_surface(max_chars=200, can_edit=False, drafts=True)
-    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
-        for n in range(1, 6):
-            reply.update("word " * n)
-            await anyio.sleep(0.02)
-        await wait_for(lambda: any(c.op == "preview" for c in surface.calls), "a preview")
-        assert await reply.finish("the final answer")
-    ops = [c.op for c in surface.calls if c.op != "typing"]
-    assert "preview" in ops and "edit" not in ops
-    sends = [c for c in surface.calls if c.op == "send"]
-    assert [c.text for c in sends] == ["the final answer"] and sends[0].formatted
 
 
 def _formatted_per_message(surface: ScriptedSurface) -> dict[str, list[str]]:
@@ -521,10 +491,12 @@ def _formatted_per_message(surface: ScriptedSurface) -> dict[str, list[str]]:
 async def test_a_part_the_text_has_grown_past_is_delivered_once_in_final_form_while_streaming() -> (
     None
 ):
-    surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("*", "!"))
+    surface = recording_surface(
+        max_chars=40, min_edit_interval=0.0, render_with=lambda md: md.replace("*", "!")
+    )
     words = [f"*w{i}*" for i in range(40)]
     final = " ".join(words)
-    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         for n in range(1, len(words) + 1):
             reply.update(" ".join(words[:n]))
             await anyio.sleep(0.005)
@@ -549,9 +521,11 @@ async def test_a_part_the_text_has_grown_past_is_delivered_once_in_final_form_wh
 
 @pytest.mark.anyio
 async def test_settled_parts_that_the_final_text_does_not_keep_are_corrected() -> None:
-    surface = recording_surface(max_chars=40, render_with=lambda md: md.replace("*", "!"))
+    surface = recording_surface(
+        max_chars=40, min_edit_interval=0.0, render_with=lambda md: md.replace("*", "!")
+    )
     streamed = " ".join(f"*w{i}*" for i in range(30))
-    async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update(streamed)
         await wait_for(lambda: _formatted_per_message(surface), "a settled part")
         # The turn ends with another text (an error notice, a rewritten answer).
@@ -569,8 +543,10 @@ async def test_streamed_fenced_replies_end_exactly_as_their_final_split_with_one
     rng = random.Random(7)
     for _ in range(12):
         final = random_markdown(rng)
-        surface = recording_surface(max_chars=50, render_with=lambda md: md.replace("ok", "OK"))
-        async with open_reply(surface, KEY, ChatPacer(0.0)) as reply:
+        surface = recording_surface(
+            max_chars=50, min_edit_interval=0.0, render_with=lambda md: md.replace("ok", "OK")
+        )
+        async with open_reply(surface, KEY, pacer_of(surface)) as reply:
             end = 0
             while end < len(final):
                 end += rng.randint(1, 12)
@@ -590,7 +566,7 @@ async def test_streamed_fenced_replies_end_exactly_as_their_final_split_with_one
 @pytest.mark.anyio
 async def test_the_status_block_is_the_last_paragraph_one_line_per_line() -> None:
     surface = recording_surface(max_chars=400)
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.update("Reading")
         reply.set_status("working\n\n▸  Read   a.py\n✓ Search (x)\n" + "more\n" * 40)
         await anyio.sleep(0.05)
@@ -611,7 +587,7 @@ async def test_the_live_buttons_ride_on_the_last_live_message_and_the_final_take
     surface = recording_surface(max_chars=40, message_buttons=True)
     stop = Choice("stop:1", "Stop", "danger")
     text = "word " * 20
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.set_buttons([stop])
         for end in range(5, len(text), 5):
             reply.update(text[:end])
@@ -627,7 +603,7 @@ async def test_the_live_buttons_ride_on_the_last_live_message_and_the_final_take
 @pytest.mark.anyio
 async def test_buttons_are_not_passed_where_the_surface_takes_none() -> None:
     surface = recording_surface()  # the recording surface asserts no buttons reach it
-    async with open_reply(surface, KEY, fast_pacer()) as reply:
+    async with open_reply(surface, KEY, pacer_of(surface)) as reply:
         reply.set_buttons([Choice("stop:1", "Stop", "danger")])
         reply.update("hello")
         await anyio.sleep(0.05)

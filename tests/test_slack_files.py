@@ -21,6 +21,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LivePart,
     MenuCommand,
     OutgoingFile,
 )
@@ -280,20 +281,42 @@ async def test_a_streamed_reply_gets_its_buttons_when_its_stream_goes_quiet() ->
         await env.deliver(mention(CHANNEL, ALICE, f"{BOT} go", ts=thread))
         await env.next_inbound()
         key = ConversationKey("slack", CHANNEL, thread)
-        ref = await env.surface.send(key, "streamed", buttons=[STOP])
-        message = env.fake.messages[ref.id]
-        assert message.streaming and message.buttons == []  # a stream cannot carry them
-        await env.surface.edit(ref, "streamed and more", buttons=[STOP])
+        live = env.surface.open_live(key)
+        await live.show([LivePart("streamed")], buttons=[STOP])
+        (message,) = env.fake.streaming_now()
+        assert message.buttons == []  # a stream cannot carry them
+        await live.show([LivePart("streamed and more")], buttons=[STOP])
         assert message.text == "streamed and more"  # appended to the stream
         # the agent works without writing: the quiet stream is stopped, with the button
         await wait_for(lambda: not message.streaming, "the quiet stream to stop")
         assert [b["value"] for b in message.buttons] == [STOP.token]
         stop = env.fake.calls_to("chat.stopStream")[-1]
         assert stop.params["blocks"][0]["block_id"] == "switchboard-choice-live"
-        await env.surface.edit(ref, "streamed and more\n⋯ still working", buttons=[STOP])
+        await live.show([LivePart("streamed and more")], "still working", buttons=[STOP])
         assert "still working" in str(message.blocks) and len(message.buttons) == 1
-        await env.surface.edit(ref, "streamed and more, done", formatted=True)
+        await live.finish([env.surface.render("streamed and more, done")])
     assert message.blocks == [] and message.text == "streamed and more, done"
+
+
+async def test_a_live_reply_makes_no_call_that_changes_nothing_and_changes_buttons_alone() -> None:
+    async with slack("socket") as env:
+        key = ConversationKey("slack", DM)  # the top of a DM: posted and updated, not streamed
+        live = env.surface.open_live(key)
+
+        def writes() -> int:
+            return len([call for call in env.fake.calls if call.method.startswith("chat.")])
+
+        await live.show([LivePart("working")], "reading a file", buttons=[STOP])
+        (message,) = env.fake.replies(DM)
+        assert writes() == 1 and [b["value"] for b in message.buttons] == [STOP.token]
+        await live.show([LivePart("working")], "reading a file", buttons=[STOP])
+        assert writes() == 1  # the same again: no call
+        await live.show([LivePart("working")], "reading a file")
+        assert writes() == 2 and message.buttons == []  # the same text, the button gone
+        assert message.text == "working\n\n⋯ reading a file"
+        await live.finish([env.surface.render("working")])
+        await live.finish([env.surface.render("working")])  # finished already: nothing left
+        assert writes() == 3 and message.text == "working"
 
 
 # ---- the agent's commands and App Home -----------------------------------------------------------

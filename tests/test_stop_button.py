@@ -107,19 +107,20 @@ async def test_no_button_where_the_surface_has_no_message_buttons(
     assert all(not call.buttons for call in surface.calls)
 
 
-async def test_a_live_preview_is_handed_the_button_and_the_final_messages_carry_none(
+async def test_the_live_reply_is_handed_the_button_and_the_final_messages_carry_none(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
-    # The surface shows it where its preview is a message (a Telegram group) and leaves it out
-    # of a draft bubble (a Telegram private chat).
-    surface = ScriptedSurface(message_buttons=True, drafts=True)
+    # The surface's live reply shows it where its live message can carry it (a Telegram group)
+    # and leaves it out of a draft bubble (a Telegram private chat: tests/test_telegram.py).
+    surface = ScriptedSurface(message_buttons=True)
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         turn = surface.post(surface.message("alice", HANGING))
         await wait_for(
-            lambda: any("working on it" in c.text for c in surface.ops("preview")),
-            "the live preview",
+            lambda: any("working on it" in c.text for c in surface.ops("send", "edit")),
+            "the live message",
         )
         await finished(surface.post(surface.message("alice", "/stop")), turn)
-    previews = surface.ops("preview")
-    assert previews and all([b.label for b in c.buttons] == ["Stop"] for c in previews)
-    assert all(not call.buttons for call in surface.ops("send", "edit"))
+    calls = surface.ops("send", "edit")
+    live = [c for c in calls if not c.formatted and "working on it" in c.text]
+    assert live and all([b.label for b in c.buttons] == ["Stop"] for c in live)
+    assert all(not call.buttons for call in calls if call.formatted)

@@ -5,6 +5,7 @@ chat's menu. The real python-telegram-bot, through our adapter, against the fake
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LivePart,
     MenuCommand,
     MessageRef,
     OutgoingFile,
@@ -29,7 +31,7 @@ from surfaces.errors import FileRefused, RateLimited
 from surfaces.telegram.adapter import TelegramSurface
 from surfaces.telegram.convert import BotIdentity, GroupGate, agent_menu, received_from_update
 from surfaces.telegram.errors import BOT_API
-from surfaces.telegram.files import caption_text
+from surfaces.telegram.files import MAX_PHOTO_BYTES, caption_text
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import running_app, wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, utf16_len
@@ -305,10 +307,7 @@ async def test_send_file_sends_pictures_as_photos_and_the_rest_as_documents(
     topic = api.add_topic(GROUP, ALICE)
     in_topic = ConversationKey("telegram", str(GROUP), str(topic))
     async with receiving(api) as (surface, _):
-        assert (surface.capabilities.max_photo_bytes, surface.capabilities.max_upload_bytes) == (
-            10 * MB,
-            50 * MB,
-        )
+        assert (MAX_PHOTO_BYTES, surface.capabilities.max_upload_bytes) == (10 * MB, 50 * MB)
         await surface.send_file(in_topic, OutgoingFile("shot.png", PNG, "image/png", "the chart"))
         await surface.send_file(ALICE_DM, OutgoingFile("notes.md", b"# hi", "text/markdown"))
         big_png = b"\x89PNG" + b"\0" * (10 * MB)
@@ -386,20 +385,24 @@ async def test_buttons_on_send_and_edit_come_back_as_choice_answers_and_go_with_
         assert message.reply_markup is None and message.text == "done"
 
 
-async def test_a_final_send_that_takes_over_a_group_preview_carries_its_buttons(
+async def test_a_group_reply_is_finished_in_its_live_message_which_alone_carries_buttons(
     api: FakeBotApi,
 ) -> None:
     topic = api.add_topic(GROUP, ALICE)
     key = ConversationKey("telegram", str(GROUP), str(topic))
+    stop = [Choice("tok-1", "Stop")]
     async with receiving(api) as (surface, _):
-        await surface.preview(key, "thinking")
-        await wait_for(lambda: api.chat_messages(GROUP), "the live message")
-        ref = await surface.send(key, "answer", buttons=[Choice("tok-1", "Stop")])
+        live = surface.open_live(key)
+        assert await live.show([LivePart("thinking")], buttons=stop)
+        (message,) = api.chat_messages(GROUP)
+        assert message.reply_markup == {
+            "inline_keyboard": [[{"text": "Stop", "callback_data": "tok-1"}]]
+        }
+        assert await live.show([LivePart("thinking")], buttons=stop)  # no change: no call
+        await live.finish(["answer"])
     (message,) = api.chat_messages(GROUP)
-    assert str(message.message_id) == ref.id and message.text == "answer"
-    assert message.reply_markup == {
-        "inline_keyboard": [[{"text": "Stop", "callback_data": "tok-1"}]]
-    }
+    assert message.text == "answer" and message.reply_markup is None
+    assert len(api.calls_to("sendMessage")) == 1 and len(api.calls_to("editMessageText")) == 1
 
 
 # ---- the agent's commands in the menu -----------------------------------------------------------
@@ -429,6 +432,17 @@ def test_agent_commands_are_mapped_to_telegrams_rules_and_a_clash_is_renamed() -
     }
     many = agent_menu(ours, [MenuCommand(f"c{n}", "d") for n in range(200)])
     assert len(many.entries) == 100
+
+
+async def test_the_bot_wide_menu_waits_out_a_429_for_as_long_as_telegram_asks(
+    api: FakeBotApi,
+) -> None:
+    api.fail_next("setMyCommands", 429, retry_after=1, count=2)
+    async with receiving(api):
+        await wait_for(lambda: "default" in api.scoped_commands, "our menu", 15)
+    calls = api.calls_to("setMyCommands", ok=False)
+    assert [call.status for call in calls] == [429, 429, 200]
+    assert all(later.at - earlier.at >= 0.9 for earlier, later in itertools.pairwise(calls))
 
 
 async def test_the_agents_commands_reach_the_chats_menu_once_and_come_back_in_its_spelling(

@@ -32,6 +32,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -51,6 +52,7 @@ from surfaces.console.convert import (
 )
 from surfaces.console.input import TerminalEcho, read_lines
 from surfaces.errors import FileRefused
+from surfaces.live import EditedLive
 from surfaces.local_files import LocalFileMissing, local_file
 
 CONSOLE_KEY = ConversationKey("console", "local")
@@ -82,7 +84,6 @@ class ConsoleSurface:
             max_chars=max_chars,
             min_edit_interval=0.05,
             can_edit=True,  # streamed by appending, piped or not
-            buttons=True,
             # no uploads, no Stop button, no native menu: a terminal shows text
             message_buttons=False,
             max_upload_bytes=0,
@@ -183,10 +184,8 @@ class ConsoleSurface:
         # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
         raise FileRefused("The terminal cannot show files", limit=0)
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # a terminal streams by appending (edit), it has no drafts
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return EditedLive(self, key)  # a terminal streams by appending (edit)
 
     async def ask_choice(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -30,6 +30,7 @@ from surfaces.base import (
     ChoiceAnswer,
     ConversationKey,
     Inbound,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -42,10 +43,12 @@ from surfaces.dashboard import page
 from surfaces.dashboard.auth import Session, SessionBook, TokenBook
 from surfaces.dashboard.convert import FrameRefused, parse_frame, plain_html, render
 from surfaces.dashboard.errors import BAD_FRAME, NOT_READY, NOT_YOURS, STALE_BUTTON
+from surfaces.dashboard.page import OpsAct, OpsSnapshot
 from surfaces.dashboard.sign_in_limit import SignInLimiter
 from surfaces.dashboard.sockets import Conversation, Hub, Shown, bound_person, send
 from surfaces.errors import FileRefused, MessageGone
 from surfaces.lanes import Lanes
+from surfaces.live import EditedLive
 
 __all__ = ["SURFACE", "DashboardSurface"]
 
@@ -54,11 +57,6 @@ log = logging.getLogger(__name__)
 SURFACE = "dashboard"
 MAX_CONVERSATIONS = 2000  # remembered in all; the oldest is forgotten first
 MAX_TABS = 20  # per person
-
-# The operations view's two callables, handed over by the bot (`set_operations`): the snapshot
-# (plain JSON-able data) and an action (actor, action, target) -> the sentence to show.
-OpsSnapshot = Callable[[], Awaitable[dict[str, Any]]]
-OpsAct = Callable[[str, str, str], Awaitable[str]]
 
 
 class DashboardSurface:
@@ -80,7 +78,6 @@ class DashboardSurface:
             max_chars=max_chars,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            buttons=True,
             message_buttons=True,
             max_upload_bytes=0,  # files out: not in this version (see the module's doc)
             agent_menus=True,
@@ -258,20 +255,23 @@ class DashboardSurface:
         shown = conversation.messages.get(ref.id)
         if shown is None:
             raise MessageGone(f"Dashboard message {ref.id} is no longer kept")
-        shown.html = _html(text, formatted)
-        shown.buttons = tuple(buttons)
-        shown.final = formatted
+        html, wanted = _html(text, formatted), tuple(buttons)
+        if (html, wanted, formatted) == (shown.html, shown.buttons, shown.final):
+            return  # the page shows this already
+        # Unchanged buttons are not sent again: the page keeps their elements, so a press that
+        # began on one (mouse down) ends on the same one while the text streams on.
+        resend = wanted != shown.buttons
+        shown.html, shown.buttons, shown.final = html, wanted, formatted
         self._keep(conversation, shown)
-        await self._hub.publish(conversation, shown.frame(conversation))
+        await self._hub.publish(conversation, shown.frame(conversation, buttons=resend))
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
         # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
         raise FileRefused("The dashboard cannot show files yet", limit=0)
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # no drafts: a reply streams by edits of its message
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        # The kit's: send and edit do not pace, and a reply streams by edits of its message.
+        return EditedLive(self, key)
 
     async def typing(self, key: ConversationKey) -> None:
         return None  # the streaming message and its status line show that the agent works

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from aiohttp import WSMsgType, web
@@ -21,6 +22,8 @@ from surfaces.dashboard.auth import (
     CSRF_HEADER,
     MAX_TOKEN_CHARS,
     Session,
+    SessionBook,
+    TokenBook,
     csrf_ok,
     is_https,
     same_origin,
@@ -33,12 +36,9 @@ from surfaces.dashboard.errors import (
     TOO_MANY,
     WRONG_TOKEN,
 )
-from surfaces.dashboard.sign_in_limit import Outcome
+from surfaces.dashboard.sign_in_limit import Outcome, SignInLimiter
 
-if TYPE_CHECKING:
-    from surfaces.dashboard.adapter import DashboardSurface
-
-__all__ = ["CSP", "mount"]
+__all__ = ["CSP", "OpsAct", "OpsSnapshot", "Site", "mount"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,35 @@ MAX_SOCKET_FRAME = 64 * 1024
 BODY_TIMEOUT = 10.0  # s a sign-in's small body may take to arrive
 
 
+# The operations view's two callables, handed over by the bot (`set_operations`): the snapshot
+# (plain JSON-able data) and an action (actor, action, target) -> the sentence to show.
+OpsSnapshot = Callable[[], Awaitable[dict[str, Any]]]
+OpsAct = Callable[[str, str, str], Awaitable[str]]
+
+
+class Site(Protocol):
+    """What the routes need of the dashboard (its adapter): declared here so that this module
+    does not import the adapter that mounts it."""
+
+    sessions: SessionBook
+    tokens: TokenBook
+    limiter: SignInLimiter
+    ops_snapshot: OpsSnapshot | None
+    ops_act: OpsAct | None
+
+    def is_admin(self, user: str) -> bool: ...
+
+    def may_sign_in(self, user: str) -> bool: ...
+
+    async def end_session(self, session_id: str, reason: str) -> None: ...
+
+    async def connected(self, session: Session, socket: web.WebSocketResponse) -> None: ...
+
+    def disconnected(self, session: Session, socket: web.WebSocketResponse) -> None: ...
+
+    async def received(self, session: Session, data: object) -> None: ...
+
+
 def _static_text(name: str) -> str:
     return resources.files("surfaces.dashboard").joinpath("static", name).read_text("utf-8")
 
@@ -71,7 +100,7 @@ def _address(request: web.Request) -> str:
     return request.remote or "unknown"
 
 
-def mount(app: web.Application, surface: DashboardSurface) -> None:
+def mount(app: web.Application, surface: Site) -> None:
     """The dashboard's routes on `app` (before it starts)."""
     page = _static_text("index.html")
     static = {name: _static_text(name) for name in _STATIC}

@@ -50,8 +50,10 @@ class Shown:
         buttons = sum(len(b.token) + len(b.label.encode()) + len(b.style) for b in self.buttons)
         return len(self.html.encode("utf-8", "surrogatepass")) + buttons
 
-    def frame(self, conversation: Conversation) -> dict[str, Any]:
-        return {
+    def frame(self, conversation: Conversation, *, buttons: bool = True) -> dict[str, Any]:
+        """The message as a frame; without `buttons` the frame has no "buttons" key and the page
+        keeps the button elements it shows (a press in progress on one must land)."""
+        frame: dict[str, Any] = {
             "type": "message",
             "tab": conversation.tab,
             "id": self.id,
@@ -59,10 +61,12 @@ class Shown:
             "kind": self.kind,
             "html": self.html,
             "final": self.final,
-            "buttons": [
-                {"token": b.token, "label": b.label, "style": b.style} for b in self.buttons
-            ],
         }
+        if buttons:
+            frame["buttons"] = [
+                {"token": b.token, "label": b.label, "style": b.style} for b in self.buttons
+            ]
+        return frame
 
 
 class Kept:

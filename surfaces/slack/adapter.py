@@ -1,6 +1,7 @@
 """The Slack surface on slack-bolt's `AsyncApp` and slack_sdk's `AsyncWebClient`. With
-`web_api.py` (the paced, translated calls), `streams.py` (replies, streamed where Slack allows),
-`receivers.py` (Socket Mode and HTTP mode) and `errors.py`, the only code that imports them.
+`web_api.py` (the paced, translated calls), `live.py` and `streams.py` (replies, streamed where
+Slack allows), `receivers.py` (Socket Mode and HTTP mode) and `errors.py`, the only code that
+imports them.
 
 Receiving: Socket Mode when an app token is set, else HTTP mode (our aiohttp server hands each
 request to bolt, whose request verification answers a bad or stale signature with 401 before
@@ -16,9 +17,9 @@ channels only when mentioned (a top-level mention starts a thread and a conversa
 thread the bot is part of (one it started or was mentioned in since it started, or whose parent it
 wrote). Replies always go into the thread.
 
-Sending: the bot's `ReplyStream` paces operations per channel (`min_edit_interval`) and tells us
-what to show; `streams.py` shows it with Slack's native streams where it can, else with
-`chat.postMessage` + `chat.update`. Every call passes the channel's pacer (`web_api.py`).
+Sending: a reply is the `SlackLive` of `open_live` (`live.py`), shown by `streams.py` with native
+streams where it can, else `chat.postMessage` + `chat.update`; `send` and `edit` post and update.
+Every call passes the channel's pacer once (`web_api.py`).
 
 Files: a message's shared files reach the bot as `IncomingFile`s, fetched only on demand through
 `files.info` and the bot token (`files.py`); the agent's files are uploaded into the thread.
@@ -50,6 +51,7 @@ from surfaces.base import (
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -58,7 +60,7 @@ from surfaces.base import (
     UserRef,
 )
 from surfaces.bounded import BoundedMap
-from surfaces.errors import SendFailed, SurfaceError
+from surfaces.errors import SendFailed
 from surfaces.lanes import Lanes
 from surfaces.recovered_faults import RecoveredFaults, tame
 from surfaces.slack.convert import (
@@ -66,7 +68,6 @@ from surfaces.slack.convert import (
     choice_blocks,
     closed_choice_blocks,
     message_from_event,
-    press_from_payload,
 )
 from surfaces.slack.errors import (
     BAD_TOKEN,
@@ -78,9 +79,11 @@ from surfaces.slack.errors import (
 )
 from surfaces.slack.files import MAX_UPLOAD_BYTES, file_from_ref, incoming, upload
 from surfaces.slack.home import Home
+from surfaces.slack.live import SlackLive
 from surfaces.slack.markup import render
+from surfaces.slack.presses import answer_of
 from surfaces.slack.receivers import run_http, run_socket_mode
-from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams
+from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams, message_fields
 from surfaces.slack.web_api import WebApi
 from surfaces.startup import retry_start_up
 from surfaces.text import escape_angle_brackets
@@ -126,13 +129,9 @@ class SlackSurface:
             max_chars=MAX_CHARS,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=False,
-            buttons=True,
-            threads=True,
             command_prefixes=("!", "/"),
             message_buttons=True,
-            max_upload_bytes=MAX_UPLOAD_BYTES,
-            max_photo_bytes=MAX_UPLOAD_BYTES,  # Slack shows an uploaded image as a picture
+            max_upload_bytes=MAX_UPLOAD_BYTES,  # an uploaded image shows as a picture
             agent_menus=True,  # kept for `!name` and App Home: Slack has no per-chat menu
         )
         self._api = WebApi(
@@ -154,7 +153,6 @@ class SlackSurface:
         self._threads: BoundedMap[tuple[str, str], None] = BoundedMap(THREADS)
         self._home = Home({*settings.allowed_users, *settings.approvers, *settings.admins})
         self.bound_port: int | None = None  # HTTP mode, once listening
-        self.handed_over = 0  # events the bot has taken (accepted or refused), for tests
 
     @property
     def socket_mode(self) -> bool:
@@ -296,7 +294,8 @@ class SlackSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return file_from_ref(self._api, name, mime, size, kind, ref)
 
     def _open_home(self, event: dict[str, Any]) -> None:
@@ -307,49 +306,19 @@ class SlackSurface:
         if self._tg is None:
             return
         try:
-            self._tg.start_soon(self._publish_home, user)
+            self._tg.start_soon(self._home.publish, self._api, user)
         except RuntimeError:
             pass  # shutting down
 
-    async def _publish_home(self, user: str) -> None:
-        try:
-            await self._api.unpaced(
-                self._api.web.views_publish, user_id=user, view=self._home.view(user)
-            )
-        except SurfaceError as exc:
-            log.warning("slack: could not publish App Home for %s: %s", user, exc)
-
     async def _hand_over(self, inbound: Inbound) -> None:
         assert self._on_event is not None
-        try:
-            await self._on_event(inbound)
-        finally:
-            self.handed_over += 1
+        await self._on_event(inbound)
 
     def _take_press(self, body: dict[str, Any]) -> None:
         """Bolt's listener for button presses (acknowledged): straight to the bot."""
-        press = press_from_payload(body)
-        if press is None or self._tg is None:
+        answer = answer_of(self._api, NAME, body)
+        if answer is None or self._tg is None:
             return
-        key = ConversationKey(NAME, press.channel, press.thread)
-        user = press.user
-
-        async def notify(text: str) -> None:
-            try:
-                await self._api.call(
-                    press.channel,
-                    self._api.web.chat_postEphemeral,
-                    channel=press.channel,
-                    user=user,
-                    text=escape_angle_brackets(text),
-                    thread_ts=press.thread or None,
-                )
-            except SurfaceError as exc:
-                log.warning("slack: could not tell %s: %s", user, exc)
-
-        answer = ChoiceAnswer(
-            key, UserRef(user, press.user_name), press.token, press.event_id, notify
-        )
         try:
             self._tg.start_soon(self._hand_over_press, answer)
         except RuntimeError:
@@ -361,7 +330,6 @@ class SlackSurface:
             await self._on_event(answer)
         except Exception:
             log.exception("slack: the bot failed on a button press")
-        self.handed_over += 1
 
     # ---- outbound -----------------------------------------------------------------------------
     async def send(
@@ -374,8 +342,17 @@ class SlackSurface:
     ) -> MessageRef:
         if key.thread:
             self._threads.remember((key.chat, key.thread), None)
-        ts = await self._streams.send(key, text, formatted=formatted, buttons=buttons)
-        return MessageRef(key, ts)
+        shown = text if formatted else escape_angle_brackets(text)
+        response = await self._api.call(
+            key.chat,
+            self._api.web.chat_postMessage,
+            channel=key.chat,
+            thread_ts=key.thread or None,
+            unfurl_links=False,
+            unfurl_media=False,
+            **message_fields(shown, buttons),
+        )
+        return MessageRef(key, str(response["ts"]))
 
     async def edit(
         self,
@@ -385,7 +362,18 @@ class SlackSurface:
         formatted: bool = False,
         buttons: Sequence[Choice] = (),
     ) -> None:
-        await self._streams.edit(ref, text, formatted=formatted, buttons=buttons)
+        shown = text if formatted else escape_angle_brackets(text)
+        # Whether it shows buttons is not known here: without buttons, any it had go.
+        fields = message_fields(shown, buttons, clear=True)
+        await self._api.call(
+            ref.key.chat, self._api.web.chat_update, channel=ref.key.chat, ts=ref.id, **fields
+        )
+
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        """A reply streamed natively where Slack lets us (`live.py`)."""
+        if key.thread:
+            self._threads.remember((key.chat, key.thread), None)
+        return SlackLive(self._streams, key, self.capabilities)
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
         if key.thread:
@@ -398,11 +386,6 @@ class SlackSurface:
         # Slack has no per-conversation menu: `!name` is translated on the way in, and App
         # Home lists them. Nothing to call.
         self._home.set_agent_menu(key, commands)
-
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        return None  # no drafts: live text is streamed or edited into real messages
 
     async def typing(self, key: ConversationKey) -> None:
         return None  # Slack has no typing indicator for bots (see the module docstring)

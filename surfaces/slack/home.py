@@ -4,12 +4,14 @@ commands and the agent's last listed ones; a stranger's Home says they have no a
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from surfaces.base import ConversationKey, MenuCommand
 from surfaces.bounded import BoundedMap
+from surfaces.errors import SurfaceError
 from surfaces.slack.convert import (
     HOME_RECENT,
     HOME_WORDS,
@@ -17,8 +19,11 @@ from surfaces.slack.convert import (
     home_view,
     stranger_home_view,
 )
+from surfaces.slack.web_api import WebApi
 
 __all__ = ["Home"]
+
+log = logging.getLogger(__name__)
 
 PEOPLE = 1_000  # people whose recent conversations are kept (least recently active dropped)
 MENUS = 10_000  # conversations whose agent commands are kept
@@ -68,3 +73,10 @@ class Home:
         if entries:  # the agent's commands where the person last wrote, when known
             agents = self._agent_menus.get(entries[0][0], agents)
         return home_view(self._ours, agents, [item for _, item in entries])
+
+    async def publish(self, api: WebApi, user: str) -> None:
+        """Publish `user`'s Home view (`views.publish`, limited by method, not by a channel)."""
+        try:
+            await api.unpaced(api.web.views_publish, user_id=user, view=self.view(user))
+        except SurfaceError as exc:
+            log.warning("slack: could not publish App Home for %s: %s", user, exc)

@@ -1,17 +1,18 @@
-"""The bot's reply messages on Slack: native streams where they work, `chat.postMessage` +
-`chat.update` where they do not, and the hand-over from one to the other.
+"""The messages of a live reply on Slack (`surfaces.slack.live`): native streams where they work,
+`chat.postMessage` + `chat.update` where they do not, and the hand-over from one to the other.
+Each message's record (`Posted`) is the one place that says what it shows.
 
-* A live (unformatted) `send` in a thread starts a stream (`chat.startStream`, which Slack allows
+* A live (not final) message in a thread starts a stream (`chat.startStream`, which Slack allows
   only as a thread reply, and outside DMs only with the recipient named); a live `edit` whose text
   extends what was streamed appends the difference (`chat.appendStream`); the final, rendered
-  `edit` stops the stream (`chat.stopStream`), with whatever the stream still lacked, when the
+  text stops the stream (`chat.stopStream`), with whatever the stream still lacked, when the
   final was rendered from Markdown that extends the stream (`remember_render` keeps what `render`
   made from what); otherwise the stream is stopped and the message rewritten with `chat.update`.
 * A stream shows Markdown, and Markdown cannot be taken back, so the live status line is not
-  streamed, and an edit that does not extend the stream (the bot re-split the text, a part moved
+  streamed, and a text that does not extend the stream (the bot re-split the text, a part moved
   to the next message) stops it and continues that message with `chat.update`. A stream is also
-  stopped when it has been quiet for `idle` seconds (the bot skips a final edit whose text the
-  message already shows, and Slack would otherwise keep the message "streaming") or before it
+  stopped when it has been quiet for `idle` seconds (the agent is working without writing, and
+  Slack would otherwise keep the message "streaming") or before it
   nears Slack's limits (streams die after about 5 minutes, and carry at most about 12k
   characters): the message then goes on with `chat.update`, so nothing streamed is lost.
 * Buttons (the live reply's Stop): `chat.startStream` and `chat.appendStream` take no blocks;
@@ -20,7 +21,7 @@
   wanted; or it neared Slack's limits): they are put at its bottom by `chat.stopStream`, and the
   message goes on with `chat.update`. While words are streaming there is no button (`!stop`
   works). A posted message carries them at once, its text in section blocks above an actions
-  block; an edit without buttons takes them off (`blocks: []`).
+  block; an update without buttons takes them off (`blocks: []`).
 * Streams are not used at the top level of a DM (they must be thread replies), when Slack says the
   method is unknown or not allowed (then never again), or when one fails to start (that message
   falls back to `chat.postMessage`)."""
@@ -36,7 +37,7 @@ from typing import Any
 import anyio
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from surfaces.base import Choice, ConversationKey, MessageRef
+from surfaces.base import Choice, ConversationKey
 from surfaces.bounded import BoundedMap
 from surfaces.errors import MessageGone, SurfaceError
 from surfaces.slack.convert import (
@@ -49,7 +50,7 @@ from surfaces.slack.errors import NO_STREAMS, Refused
 from surfaces.slack.web_api import WebApi
 from surfaces.text import escape_angle_brackets
 
-__all__ = ["STREAM_IDLE", "STREAM_MAX_AGE", "STREAM_MAX_CHARS", "NativeStreams"]
+__all__ = ["STREAM_IDLE", "STREAM_MAX_AGE", "STREAM_MAX_CHARS", "NativeStreams", "Posted"]
 
 log = logging.getLogger(__name__)
 
@@ -60,26 +61,35 @@ REMEMBERED = 10_000  # recipients and posted messages kept in memory (oldest dro
 RENDERS = 512  # render() outputs whose Markdown is kept
 
 
-@dataclass(slots=True)
-class _Posted:
-    """One message we posted and what it shows."""
+@dataclass(slots=True, eq=False)
+class Posted:
+    """One message of a live reply and what it shows."""
 
     channel: str
-    ts: str
+    ts: str | None = None  # None: not posted yet, or gone and to be posted again
+    text: str | None = None  # the text it shows (None: not known, the next put rewrites it)
+    final: bool = False  # shown in final (rendered) form
+    buttons: tuple[Choice, ...] = ()  # the buttons it shows
+    wanted: tuple[Choice, ...] = ()  # the ones asked for: a stream shows them once it stops
     streaming: bool = False
     streamed: str = ""  # the (neutralised) Markdown the stream was given
-    shown: str | None = None  # the text last posted or updated, when known
-    # the buttons it shows (None: unknown, e.g. a message from before a restart), and the ones
-    # the bot last asked for (a stream shows them only once it stops)
-    buttons: tuple[Choice, ...] | None = ()
-    wanted: tuple[Choice, ...] = ()
     started: float = field(default_factory=time.monotonic)
     touched: float = field(default_factory=time.monotonic)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
+    def shows(self, text: str, *, final: bool, buttons: tuple[Choice, ...] = ()) -> bool:
+        """Whether putting this would change nothing (a live message always takes its final
+        text: that is how its stream learns the reply ended)."""
+        return (
+            self.ts is not None
+            and self.text == text
+            and (self.final or not final)
+            and self.buttons == buttons
+        )
+
 
 class NativeStreams:
-    """Posts and edits the bot's replies, streaming them where Slack lets us. `enabled=False`
+    """Puts a live reply's messages on Slack, streaming them where Slack lets us. `enabled=False`
     (or Slack saying streams are not for this app) leaves only `chat.postMessage` +
     `chat.update`. Run `stop_quiet` as a task while the surface runs; `stop_all` at close."""
 
@@ -90,8 +100,7 @@ class NativeStreams:
         self._max_age = max_age
         # key -> (user, team) of its latest message: who a channel stream is for
         self._recipients: BoundedMap[ConversationKey, tuple[str, str]] = BoundedMap(REMEMBERED)
-        self._posted: BoundedMap[str, _Posted] = BoundedMap(REMEMBERED)  # by ts
-        self._streams: dict[str, _Posted] = {}  # ts -> _Posted, while streaming
+        self._streams: dict[str, Posted] = {}  # ts -> its message, while streaming
         self._sources: BoundedMap[str, str] = BoundedMap(RENDERS)  # render() output -> Markdown
 
     def remember_recipient(self, key: ConversationKey, user: str, team: str) -> None:
@@ -100,58 +109,62 @@ class NativeStreams:
     def remember_render(self, shown: str, markdown: str) -> None:
         self._sources.remember(shown, markdown)
 
-    # ---- posting and editing ------------------------------------------------------------------
-    async def send(
-        self, key: ConversationKey, text: str, *, formatted: bool, buttons: Sequence[Choice] = ()
-    ) -> str:
-        """Post `text` (streamed when it is live text in a thread we may stream in); its ts."""
-        if not formatted and self._may_stream(key):
+    # ---- putting a message --------------------------------------------------------------------
+    async def put(
+        self,
+        posted: Posted,
+        key: ConversationKey,
+        text: str,
+        *,
+        final: bool,
+        buttons: tuple[Choice, ...],
+    ) -> None:
+        """Make `posted` show `text` (`final`: `render()` output, else the live, plain text) with
+        `buttons`: posted or streamed when new, else appended, stopped or updated."""
+        async with posted.lock:
+            posted.wanted = buttons
+            if posted.ts is None:
+                await self._post(posted, key, text, final=final, buttons=buttons)
+            elif not (posted.streaming and await self._edit_stream(posted, text, final=final)):
+                await self._update(posted, text, final=final, buttons=buttons)
+            posted.text, posted.final = text, final
+
+    async def _post(
+        self,
+        posted: Posted,
+        key: ConversationKey,
+        text: str,
+        *,
+        final: bool,
+        buttons: tuple[Choice, ...],
+    ) -> None:
+        if not final and self._may_stream(key):
             answer, _ = split_status(text)
-            if answer.strip():
-                posted = await self._start(key, answer)
-                if posted is not None:
-                    posted.wanted = tuple(buttons)
-                    return posted.ts
-        shown = text if formatted else escape_angle_brackets(text)
-        extra = {}
-        if buttons:
-            extra["blocks"] = message_blocks(shown, buttons)
-        response = await self._api.call(
+            if answer.strip() and await self._start(posted, key, answer):
+                return
+        shown = text if final else escape_angle_brackets(text)
+        response = await self._api.shielded(
             key.chat,
             self._api.web.chat_postMessage,
             channel=key.chat,
             thread_ts=key.thread or None,
-            text=shown,  # with blocks: the notification's text
             unfurl_links=False,
             unfurl_media=False,
-            **extra,
+            **message_fields(shown, buttons),
         )
-        ts = str(response["ts"])
-        self._posted.remember(ts, _Posted(key.chat, ts, shown=shown, buttons=tuple(buttons)))
-        return ts
+        posted.ts, posted.buttons = str(response["ts"]), buttons
 
-    async def edit(
-        self, ref: MessageRef, text: str, *, formatted: bool, buttons: Sequence[Choice] = ()
+    async def _update(
+        self, posted: Posted, text: str, *, final: bool, buttons: tuple[Choice, ...]
     ) -> None:
-        wanted = tuple(buttons)
-        posted = self._posted.get(ref.id)
-        if posted is None:  # not ours to know (a restart): just rewrite it
-            posted = _Posted(ref.key.chat, ref.id, buttons=None)
-            self._posted.remember(ref.id, posted)
-        async with posted.lock:
-            posted.wanted = wanted
-            if posted.streaming and await self._edit_stream(posted, text, formatted=formatted):
-                return
-            shown = text if formatted else escape_angle_brackets(text)
-            if shown == posted.shown and wanted == posted.buttons:
-                return  # Slack would show the same again
-            extra: dict[str, Any] = {}
-            if wanted:
-                extra["blocks"] = message_blocks(shown, wanted)
-            elif posted.buttons != ():
-                extra["blocks"] = []  # take the buttons off
-            await self._call_on(posted, self._api.web.chat_update, text=shown, **extra)
-            posted.shown, posted.buttons = shown, wanted
+        shown = text if final else escape_angle_brackets(text)
+        fields = message_fields(shown, buttons, clear=posted.buttons != ())
+        try:
+            await self._call_on(posted, self._api.web.chat_update, **fields)
+        except MessageGone:
+            posted.ts, posted.text = None, None  # deleted: posted anew by the next put
+            raise
+        posted.buttons = buttons
 
     # ---- streams ------------------------------------------------------------------------------
     def _may_stream(self, key: ConversationKey) -> bool:
@@ -159,17 +172,17 @@ class NativeStreams:
             return False  # streams are thread replies only
         return key.chat.startswith("D") or key in self._recipients
 
-    async def _start(self, key: ConversationKey, answer: str) -> _Posted | None:
-        """A new streamed message, or None when this one should be posted instead."""
+    async def _start(self, posted: Posted, key: ConversationKey, answer: str) -> bool:
+        """Start `posted` as a stream; False when it should be posted instead."""
         markdown = neutralise_markdown(answer)
         if len(markdown) > STREAM_MAX_CHARS:
-            return None
+            return False
         recipient = {}
         if key in self._recipients:
             user, team = self._recipients[key]
             recipient = {"recipient_user_id": user, "recipient_team_id": team}
         try:
-            response = await self._api.call(
+            response = await self._api.shielded(
                 key.chat,
                 self._api.web.chat_startStream,
                 channel=key.chat,
@@ -185,17 +198,17 @@ class NativeStreams:
                 self._enabled = False
             else:
                 log.info("slack: could not start a stream (%s); posting instead", exc.error)
-            return None
-        ts = str(response["ts"])
-        posted = _Posted(key.chat, ts, streaming=True, streamed=markdown, buttons=())
-        self._posted.remember(ts, posted)
-        self._streams[ts] = posted
-        return posted
+            return False
+        posted.ts, posted.buttons = str(response["ts"]), ()
+        posted.streaming, posted.streamed = True, markdown
+        posted.started = posted.touched = time.monotonic()
+        self._streams[posted.ts] = posted
+        return True
 
-    async def _edit_stream(self, posted: _Posted, text: str, *, formatted: bool) -> bool:
+    async def _edit_stream(self, posted: Posted, text: str, *, final: bool) -> bool:
         """Show `text` through the stream if it can; returns False (the stream stopped) when the
         message must be rewritten instead."""
-        if formatted:
+        if final:
             source = self._sources.get(text)
             if source is not None:
                 markdown = neutralise_markdown(source)
@@ -222,7 +235,7 @@ class NativeStreams:
         await self._stop(posted, "")
         return False
 
-    async def _stop(self, posted: _Posted, delta: str, *, with_buttons: bool = False) -> bool:
+    async def _stop(self, posted: Posted, delta: str, *, with_buttons: bool = False) -> bool:
         """Stop the stream, adding `delta` (and, `with_buttons`, the buttons the bot wants at its
         bottom). Returns whether the message shows it all; False when the stream had already
         ended (Slack ended it, or it was cut short)."""
@@ -242,20 +255,23 @@ class NativeStreams:
         posted.buttons = posted.wanted if extra else ()
         return True
 
-    def _end(self, posted: _Posted) -> None:
+    def _end(self, posted: Posted) -> None:
         posted.streaming = False
-        posted.shown = None  # whatever it shows now, the next update rewrites it
-        self._streams.pop(posted.ts, None)
+        posted.text = None  # whatever it shows now, the next put rewrites it
+        if posted.ts is not None:
+            self._streams.pop(posted.ts, None)
 
     async def _call_on(
         self,
-        posted: _Posted,
+        posted: Posted,
         method: Callable[..., Awaitable[AsyncSlackResponse]],
         /,
         **kwargs: Any,
     ) -> None:
         """`method` (a method of the Web API that changes one message) on `posted`."""
-        await self._api.call(posted.channel, method, channel=posted.channel, ts=posted.ts, **kwargs)
+        await self._api.shielded(
+            posted.channel, method, channel=posted.channel, ts=posted.ts, **kwargs
+        )
 
     # ---- stopping streams nobody finishes -----------------------------------------------------
     async def stop_quiet(self) -> None:
@@ -276,7 +292,7 @@ class NativeStreams:
                             log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
                         except Exception:  # unmapped: give this stream up, keep the others
                             log.exception("slack: stopping stream %s failed", posted.ts)
-                            self._streams.pop(posted.ts, None)
+                            self._end(posted)
 
     async def stop_all(self) -> None:
         """Stop every stream still open (the surface is closing)."""
@@ -287,3 +303,11 @@ class NativeStreams:
                         await self._stop(posted, "")
                     except SurfaceError as exc:
                         log.info("slack: could not stop stream %s: %s", posted.ts, exc)
+
+
+def message_fields(shown: str, buttons: Sequence[Choice], *, clear: bool = False) -> dict[str, Any]:
+    """A posted message's `text` (with blocks: the notification's text) and its `blocks`: its
+    text in sections above its buttons; `clear`: no buttons, and the ones it had taken off."""
+    if buttons:
+        return {"text": shown, "blocks": message_blocks(shown, buttons)}
+    return {"text": shown, "blocks": []} if clear else {"text": shown}

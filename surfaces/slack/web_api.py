@@ -22,6 +22,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from surfaces.downloads import read_within
 from surfaces.errors import FileRefused
+from surfaces.live import did_not_answer, one_call
 from surfaces.pacing import Pacing
 from surfaces.slack.errors import WEB_API
 
@@ -71,6 +72,25 @@ class WebApi:
         async with self._pacing.call(channel):  # which records a 429 for the channel
             with WEB_API.translated():
                 return await method(**kwargs)
+
+    async def shielded(
+        self,
+        channel: str,
+        method: Callable[..., Awaitable[AsyncSlackResponse]],
+        /,
+        **kwargs: Any,
+    ) -> AsyncSlackResponse:
+        """As `call`, for a live reply's calls: the wait for the pacer may be cancelled, the call
+        itself is shielded and bounded (`surfaces.live.one_call`), so that the reply knows what
+        the message shows after a cancelled turn; one that did not answer in time is a transient
+        SendFailed."""
+        response: AsyncSlackResponse | None = None
+        async with self._pacing.call(channel):
+            with one_call() as call, WEB_API.translated():
+                response = await method(**kwargs)
+            if call.cancelled_caught or response is None:
+                raise did_not_answer()
+        return response
 
     async def unpaced(
         self, method: Callable[..., Awaitable[AsyncSlackResponse]], /, **kwargs: Any

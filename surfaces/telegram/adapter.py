@@ -1,7 +1,8 @@
-"""The Telegram surface on python-telegram-bot. With `messages.py` (the paced message calls),
-`previews.py` (live previews), `files.py` (downloads and uploads), `menus.py` (the agent's
-commands in each chat's menu), `webhook.py` and `errors.py`, the only code that imports
-`telegram`.
+"""The Telegram surface on python-telegram-bot. With `connection.py` (the Bot API connection),
+`messages.py` (the paced message calls), `live.py` (replies being written), `keyboards.py`
+(inline buttons), `presses.py` (button presses), `files.py` (downloads and uploads), `menus.py`
+(the agent's commands in each chat's menu), `webhook.py` and `errors.py`, the only code that
+imports `telegram`.
 
 Receiving: long polling by default (among replicas, only the one holding the poller lease
 polls: `poller.py`); webhook mode (`webhook.py`) when a webhook URL is set. PTB
@@ -12,12 +13,12 @@ A message's files travel with it as `IncomingFile`s the bot downloads when it de
 album's parts are gathered into one message first (`albums.py`).
 
 Sending: every call that posts or changes a message goes through the chat's pacer (see
-`messages.py`); while a reply is written, `preview` shows it live (`previews.py`) and the final
-`send` takes the live preview over. Errors are translated by one table (`errors.py`)."""
+`messages.py`); a reply being written is shown by the `LiveReply` of `open_live` (`live.py`:
+a draft bubble in private chats, messages sent then edited in groups). Errors are translated by
+one table (`errors.py`)."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,20 +27,19 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+import stamina
+from telegram import BotCommand, Update
 from telegram.constants import ChatAction
-from telegram.error import InvalidToken, NetworkError
-from telegram.ext import Application, ApplicationBuilder, TypeHandler
+from telegram.ext import TypeHandler
 
-from config import ConfigError
 from config.settings import TelegramSettings
 from surfaces.base import (
     Choice,
-    ChoiceAnswer,
     ClusterLeases,
     ConversationKey,
     Inbound,
     IncomingFile,
+    LiveReply,
     MenuCommand,
     MessageRef,
     OnEvent,
@@ -47,47 +47,35 @@ from surfaces.base import (
     SurfaceCapabilities,
     count_utf16,
 )
-from surfaces.bounded import BoundedMap
-from surfaces.errors import MessageGone, RateLimited, SendFailed, SurfaceError
+from surfaces.errors import MessageGone, SurfaceError
 from surfaces.lanes import Lanes
 from surfaces.pacing import GroupWindow, Pacing
-from surfaces.startup import retry_start_up
 from surfaces.telegram.albums import Album, Albums
+from surfaces.telegram.connection import BotConnection
 from surfaces.telegram.convert import (
-    BotIdentity,
     GroupGate,
     Press,
     Received,
     chat_and_thread,
-    choice_rows,
     command_menu,
-    fits_callback_data,
     press_from_update,
     received_from_update,
 )
-from surfaces.telegram.errors import BOT_API, log_polling_fault, unreachable
-from surfaces.telegram.files import (
-    MAX_DOWNLOAD_BYTES,
-    MAX_PHOTO_BYTES,
-    MAX_UPLOAD_BYTES,
-    FileTransfers,
-)
+from surfaces.telegram.errors import BOT_API, log_polling_fault, wait_out_429
+from surfaces.telegram.files import MAX_DOWNLOAD_BYTES, MAX_UPLOAD_BYTES, FileTransfers
+from surfaces.telegram.keyboards import Keyboards
+from surfaces.telegram.live import DraftChats, TelegramLive
 from surfaces.telegram.markup import markdown_to_html
 from surfaces.telegram.menus import AgentMenus
 from surfaces.telegram.messages import MessageCalls
 from surfaces.telegram.poller import PollerLease, poller_lease_name
-from surfaces.telegram.previews import LivePreviews
+from surfaces.telegram.presses import take_press
 from surfaces.telegram.webhook import ALLOWED_UPDATES, Webhook
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 4096  # UTF-16 code units, after entity parsing
-ALIASES = 1000  # long choice tokens remembered by their short callback_data
 MAX_MENU_TRIES = 5  # setMyCommands calls for the bot-wide menu, 429s waited out between
-NOTICE_CHARS = 200  # Telegram's limit for the text of a callback query's answer
-
-# PTB's Application is generic in six context types this adapter never customises.
-_Application = Application[Any, Any, Any, Any, Any, Any]
 
 
 class TelegramSurface:
@@ -109,8 +97,8 @@ class TelegramSurface:
         album_limit: float = 4.0,
     ) -> None:
         self.settings = settings
-        # One message a second per chat is Telegram's rule (the chat's pacer spaces the bot's
-        # turns and our calls' arrivals); groups' 20 a minute is kept by spacing previews within
+        # One message a second per chat is Telegram's rule (the chat's pacer spaces our calls'
+        # arrivals); groups' 20 a minute is kept by holding live updates (optional calls) to
         # the group's window.
         self._group_interval = group_preview_interval
         self._group_budget = group_preview_budget
@@ -120,12 +108,8 @@ class TelegramSurface:
             count=count_utf16,
             min_edit_interval=min_edit_interval,
             can_edit=True,
-            drafts=True,
-            buttons=True,
-            threads=True,
             message_buttons=True,
             max_upload_bytes=MAX_UPLOAD_BYTES,
-            max_photo_bytes=MAX_PHOTO_BYTES,
             max_download_bytes=MAX_DOWNLOAD_BYTES,
             agent_menus=True,
             pacing=self._pacing,
@@ -133,12 +117,13 @@ class TelegramSurface:
         self._poll_timeout = poll_timeout
         self._press_answer_wait = press_answer_wait
         self._shutdown_timeout = shutdown_timeout
-        self.app = self._build_application(settings, connection_pool_size)
+        self._connection = BotConnection(settings, pool_size=connection_pool_size)
+        self.app = self._connection.app
+        self._bot = self._connection.bot
         self._webhook = Webhook(self.app, settings)
         self._messages = MessageCalls(self._bot, self._pacing)
-        self._previews = LivePreviews(
-            self._messages, self._pacing, retry_interval=group_preview_interval
-        )
+        self._drafts = DraftChats()
+        self._keyboards = Keyboards()
         self._files = FileTransfers(self._bot, self._messages)
         self._agent_menus = AgentMenus(self._bot)
         # Album parts wait a moment for the rest: `album_quiet` seconds without a new part,
@@ -148,15 +133,9 @@ class TelegramSurface:
             self._hand_over, failure="telegram: the bot failed to take a message in %s", logger=log
         )
         self._gate = GroupGate(frozenset(settings.allowed_chats))
-        self._me = BotIdentity(0, "")
         self._menu: list[tuple[str, str]] = []
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._aliases: BoundedMap[str, str] = BoundedMap(ALIASES)  # callback_data -> token
-        self._alias_of: BoundedMap[str, str] = BoundedMap(ALIASES)  # token -> callback_data
-        self._alias_counter = itertools.count(1)
-        self._ready = False
-        self._connect_lock = anyio.Lock()
         self._handler_added = False
         self._leases: ClusterLeases | None = None
         self._poller: PollerLease | None = None
@@ -166,25 +145,6 @@ class TelegramSurface:
         if not chat.startswith("-"):
             return None
         return GroupWindow(self._group_interval, self._group_budget)
-
-    @staticmethod
-    def _build_application(settings: TelegramSettings, pool_size: int) -> _Application:
-        # httpcore scans every pooled connection on each request, so a pool much larger than
-        # the requests actually in flight costs CPU for nothing; requests beyond it queue.
-        builder = (
-            ApplicationBuilder()
-            .token(settings.token)
-            .concurrent_updates(True)
-            .connection_pool_size(pool_size)
-            .pool_timeout(30.0)
-        )
-        if settings.api_url:
-            base = settings.api_url.rstrip("/")
-            builder = builder.base_url(base + "/bot").base_file_url(base + "/file/bot")
-        if settings.webhook_url:
-            builder = builder.updater(None)
-        app: _Application = builder.build()
-        return app
 
     def render(self, markdown: str) -> str:
         return markdown_to_html(markdown)
@@ -199,21 +159,17 @@ class TelegramSurface:
 
     async def _register_commands(self) -> None:
         """The bot-wide menu; a 429 is waited out (a few times), anything else logged."""
-        for _ in range(MAX_MENU_TRIES):
-            if not self._menu:
-                return
-            try:
-                await BOT_API.call(
-                    (await self._bot()).set_my_commands(
-                        [BotCommand(name, description) for name, description in self._menu]
-                    )
-                )
-                return
-            except RateLimited as exc:
-                await anyio.sleep(exc.retry_after)
-            except SurfaceError as exc:
-                log.warning("telegram: could not register the command menu: %s", exc)
-                return
+        if not self._menu:
+            return
+        commands = [BotCommand(name, description) for name, description in self._menu]
+        try:
+            async for attempt in stamina.retry_context(
+                on=wait_out_429, attempts=MAX_MENU_TRIES, timeout=None
+            ):
+                with attempt:
+                    await BOT_API.call((await self._bot()).set_my_commands(commands))
+        except SurfaceError as exc:
+            log.warning("telegram: could not register the command menu: %s", exc)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def run(
@@ -233,7 +189,6 @@ class TelegramSurface:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self._lanes.open(tg)
-            self._previews.open(tg)
             self._agent_menus.open(tg)
             try:
                 await app.start()
@@ -242,7 +197,7 @@ class TelegramSurface:
                 elif self._leases is None:
                     await self._start_polling()
                 tg.start_soon(self._register_commands)
-                log.info("telegram: receiving as @%s", self._me.username)
+                log.info("telegram: receiving as @%s", self._connection.me.username)
                 task_status.started()
                 if self._leases is not None and not self.settings.webhook_url:
                     await self._poll_with_lease(self._leases)
@@ -250,7 +205,6 @@ class TelegramSurface:
             finally:
                 self._tg = None  # nothing new is started from here on
                 self._lanes.close()
-                self._previews.close()
                 self._agent_menus.close()
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
                     await self._stop_receiving()
@@ -263,7 +217,7 @@ class TelegramSurface:
 
     async def _poll_with_lease(self, leases: ClusterLeases) -> None:
         """Until cancelled: poll while this replica holds the poller lease, else stand by."""
-        name = poller_lease_name(self._me.id)
+        name = poller_lease_name(self._connection.me.id)
         poller = PollerLease(
             leases,
             name,
@@ -315,48 +269,14 @@ class TelegramSurface:
         """Close the connection, once the bot has delivered its last reply."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
             await self._files.close()
-            async with self._connect_lock:
-                if self.app.running:
-                    await self.app.stop()
-                if self._ready:
-                    self._ready = False
-                    await self.app.shutdown()
-
-    async def _bot(self) -> Bot:
-        """The connected Bot. Sending may start before `run` (the bot re-delivers replies a
-        restart cut off before surfaces receive) and goes on after it (partial output at
-        shutdown), so the connection is opened on first use and closed by `close`."""
-        if not self._ready:
-            async with self._connect_lock:
-                if not self._ready:
-                    await self._initialize()
-                    me = self.app.bot
-                    self._me = BotIdentity(me.id, me.username or "")
-                    self._ready = True
-        bot: Bot = self.app.bot
-        return bot
-
-    async def _initialize(self) -> None:
-        """getMe, retried a few times over network trouble; a rejected token is a setting error."""
-        try:
-            await retry_start_up(
-                self.app.initialize, retry_on=unreachable, surface="telegram", logger=log
-            )
-        except InvalidToken as exc:
-            raise ConfigError(
-                "SWITCHBOARD_TELEGRAM__TOKEN", f"Telegram rejected the token ({exc.message})"
-            ) from exc
-        except NetworkError as exc:
-            raise SendFailed(
-                f"cannot reach the Telegram Bot API: {exc.message}", transient=True
-            ) from exc
+            await self._connection.close()
 
     @property
     def connected(self) -> bool:
         """Signed in to the Bot API (what the bot's /readyz reads; PTB retries a lost poll on
         its own, so this stays true through a network blip). A replica standing by for the
         poller lease is connected too: it is healthy, and sends whatever the bot asks of it."""
-        return self._ready
+        return self._connection.signed_in
 
     # ---- inbound -------------------------------------------------------------------------------
     async def _on_update(self, update: Update, context: Any) -> None:
@@ -372,7 +292,9 @@ class TelegramSurface:
             return
         message = data.get("message")
         chat = str(message.get("chat", {}).get("id", "")) if isinstance(message, dict) else ""
-        received = received_from_update(data, self._me, self._gate, self._agent_menus.targets(chat))
+        received = received_from_update(
+            data, self._connection.me, self._gate, self._agent_menus.targets(chat)
+        )
         if received is None:
             return
         files = self._incoming_files(received)
@@ -392,7 +314,8 @@ class TelegramSurface:
     def file_from_ref(
         self, name: str, mime: str, size: int | None, kind: str, ref: str
     ) -> IncomingFile | None:
-        """A file another replica received (`surfaces.base.RefetchingSurface`)."""
+        """A file another replica received (its `IncomingFile.ref`), or None for a ref that is
+        not one of ours."""
         return self._files.file_from_ref(name, mime, size, kind, ref)
 
     async def _hand_over(self, item: Inbound | Album) -> None:
@@ -406,50 +329,15 @@ class TelegramSurface:
         await self._on_event(inbound)
 
     async def _take_press(self, press: Press) -> None:
-        """A button press: the bot decides; the query is answered as soon as it has (or after
-        `press_answer_wait` seconds, whichever is first), with its notice if it gave one."""
-        answered = False
-
-        async def answer(text: str | None) -> bool:
-            nonlocal answered
-            if answered:
-                return False
-            answered = True
-            with anyio.CancelScope(shield=True):
-                try:
-                    await BOT_API.call(
-                        (await self._bot()).answer_callback_query(
-                            press.query_id,
-                            text=text[:NOTICE_CHARS] if text else None,
-                            show_alert=True if text else None,
-                        )
-                    )
-                except SurfaceError as exc:
-                    log.info("telegram: could not answer a button press: %s", exc)
-            return True
-
-        async def notify(text: str) -> None:
-            if not await answer(text):  # too late for the query: a reply to the buttons
-                chat, thread = chat_and_thread(press.key)
-                await self._messages.post(chat, thread, text, reply_to=press.message_id)
-
-        token = self._aliases.get(press.data, press.data)
-        event = ChoiceAnswer(press.key, press.user, token, press.event_id, notify)
-        async with anyio.create_task_group() as tg:
-
-            async def answer_soon() -> None:
-                await anyio.sleep(self._press_answer_wait)
-                await answer(None)
-
-            tg.start_soon(answer_soon)
-            try:
-                assert self._on_event is not None
-                await self._on_event(event)
-            except Exception:
-                log.exception("telegram: the bot failed to take a button press")
-            finally:
-                tg.cancel_scope.cancel()
-        await answer(None)
+        assert self._on_event is not None
+        await take_press(
+            press,
+            self._keyboards.token(press.data),
+            self._on_event,
+            bot=self._bot,
+            messages=self._messages,
+            answer_wait=self._press_answer_wait,
+        )
 
     # ---- outbound ------------------------------------------------------------------------------
     async def send(
@@ -460,13 +348,8 @@ class TelegramSurface:
         formatted: bool = False,
         buttons: Sequence[Choice] = (),
     ) -> MessageRef:
-        markup = self._keyboard(buttons)
-        adopted = await self._previews.take_over(
-            key, text, formatted=formatted, reply_markup=markup
-        )
-        if adopted is not None:
-            return MessageRef(key, str(adopted))
         chat, thread = chat_and_thread(key)
+        markup = self._keyboards.markup(buttons)
         message = await self._messages.post(
             chat, thread, text, formatted=formatted, reply_markup=markup
         )
@@ -482,7 +365,11 @@ class TelegramSurface:
     ) -> None:
         chat, _ = chat_and_thread(ref.key)
         await self._messages.edit_text(
-            chat, int(ref.id), text, formatted=formatted, reply_markup=self._keyboard(buttons)
+            chat,
+            int(ref.id),
+            text,
+            formatted=formatted,
+            reply_markup=self._keyboards.markup(buttons),
         )
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
@@ -496,11 +383,14 @@ class TelegramSurface:
         chat, _ = chat_and_thread(key)
         await self._agent_menus.update(chat, self._menu, commands)
 
-    async def preview(
-        self, key: ConversationKey, text: str, *, buttons: Sequence[Choice] = ()
-    ) -> None:
-        # a draft bubble takes no keyboard; a group's live message does
-        await self._previews.show(key, text, reply_markup=self._keyboard(buttons))
+    def open_live(self, key: ConversationKey) -> LiveReply:
+        return TelegramLive(
+            self,
+            key,
+            messages=self._messages,
+            markup=self._keyboards.markup,
+            drafts=self._drafts,
+        )
 
     async def typing(self, key: ConversationKey) -> None:
         chat, thread = chat_and_thread(key)
@@ -517,7 +407,7 @@ class TelegramSurface:
         allowed_users: Sequence[str],
     ) -> MessageRef:
         chat, thread = chat_and_thread(key)
-        markup = self._keyboard(choices)
+        markup = self._keyboards.markup(choices)
         message = await self._messages.post(chat, thread, prompt, reply_markup=markup)
         return MessageRef(key, str(message.message_id))
 
@@ -530,26 +420,3 @@ class TelegramSurface:
             await self._messages.edit_text(chat, int(ref.id), text)  # no reply_markup: no buttons
         except MessageGone:
             log.info("telegram: the approval message in %s is gone", ref.key)
-
-    # ---- helpers -------------------------------------------------------------------------------
-    def _keyboard(self, choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
-        """Inline buttons whose presses come back as the choices' tokens (None: no buttons)."""
-        if not choices:
-            return None
-        buttons = [
-            InlineKeyboardButton(choice.label, callback_data=self._callback_data(choice.token))
-            for choice in choices
-        ]
-        rows = choice_rows([choice.label for choice in choices])
-        return InlineKeyboardMarkup([[buttons[index] for index in row] for row in rows])
-
-    def _callback_data(self, token: str) -> str:
-        """The token itself when it fits Telegram's 64 bytes, else a short alias of it."""
-        if fits_callback_data(token):
-            return token
-        alias = self._alias_of.get(token)
-        if alias is None or self._aliases.get(alias) != token:  # a live message's Stop button
-            alias = f"~{next(self._alias_counter)}"  # keeps its alias through every edit
-            self._aliases.remember(alias, token)
-            self._alias_of.remember(token, alias)
-        return alias

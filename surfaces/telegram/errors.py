@@ -35,6 +35,7 @@ __all__ = [
     "Unparsable",
     "log_polling_fault",
     "unreachable",
+    "wait_out_429",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,14 @@ def unreachable(exc: Exception) -> str | None:
     if isinstance(exc, NetworkError):
         return f"cannot reach the Bot API ({exc.message})"
     return None
+
+
+def wait_out_429(exc: Exception) -> float | bool:
+    """stamina's verdict on a failed call worth a few tries (the bot-wide command menu): a 429
+    is tried again after exactly the wait Telegram asked for, anything else is not."""
+    if isinstance(exc, RateLimited):
+        return max(exc.retry_after, 0.0)
+    return False
 
 
 def log_polling_fault(exc: TelegramError) -> None:

@@ -110,6 +110,20 @@ function showMessage(frame) {
   }
   node.dataset.role = frame.role;
   node.querySelector(".body").innerHTML = frame.html; // server-rendered, safe by construction
+  if (frame.buttons) showButtons(node, frame);
+  for (const copy of node.querySelectorAll("button.copy")) {
+    copy.addEventListener("click", () => navigator.clipboard.writeText(copy.parentElement.querySelector("pre").innerText));
+  }
+  node.scrollIntoView({ block: "end" });
+}
+
+// A message's buttons are rebuilt only when they change (a frame without "buttons" keeps them):
+// a press is a mouse down and a mouse up on the same element, so replacing a button while the
+// text streams would lose the press.
+function showButtons(node, frame) {
+  const wanted = JSON.stringify([frame.kind, frame.buttons]);
+  if (node.dataset.buttons === wanted) return;
+  node.dataset.buttons = wanted;
   const buttons = node.querySelector(".buttons");
   buttons.replaceChildren();
   for (const choice of frame.buttons) {
@@ -120,10 +134,6 @@ function showMessage(frame) {
     button.addEventListener("click", () => post({ type: "press", tab: frame.tab, token: choice.token }));
     buttons.appendChild(button);
   }
-  for (const copy of node.querySelectorAll("button.copy")) {
-    copy.addEventListener("click", () => navigator.clipboard.writeText(copy.parentElement.querySelector("pre").innerText));
-  }
-  node.scrollIntoView({ block: "end" });
 }
 
 function fillCommands() {
