@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from acp import AGENT_ERRORS
 from bot.access import Role
 from bot.agent_commands import compact, learn_agent_commands, mode_label, model_label
-from bot.agent_sessions import AgentTarget
+from bot.agent_plans import AgentTarget
 from bot.approval_commands import approvals_off, refusal
 from bot.chat_runner import ChatRunner
 from bot.notices import stop_reply
