@@ -144,10 +144,10 @@ class BotApp:
             delivery=self.delivery,
             rebuilders=abilities.file_rebuilders,
         )
-        view = self._ops_view(list(by_name), abilities)
+        view = self._ops_view(abilities)
         for shows in abilities.operations:  # the operations view, for admins
             shows.set_operations(view.snapshot, view.act)
-        server = self.http = self._http_server(by_name, abilities) if http else None
+        server = self.http = self._http_server(abilities) if http else None
         try:  # a taken port stopped the start above, before any surface connected
             await self._serve(by_name, abilities, intake, stop, server, task_status)
         finally:
@@ -155,12 +155,11 @@ class BotApp:
                 server.close_unserved()
             self.http = None
 
-    def _ops_view(self, names: list[str], abilities: SurfaceAbilities) -> OpsView:
+    def _ops_view(self, abilities: SurfaceAbilities) -> OpsView:
         return OpsView(
             self.conversations,
             self.agents,
             surfaces=abilities,
-            surface_names=names,
             approvals=self.approvals,
             store=self.store,
             audit=self.audit,
@@ -170,16 +169,13 @@ class BotApp:
             cancel_grace=self.settings.cancel_grace,
         )
 
-    def _http_server(
-        self, surfaces: Mapping[str, Surface], abilities: SurfaceAbilities
-    ) -> HttpServer | None:
+    def _http_server(self, abilities: SurfaceAbilities) -> HttpServer | None:
         if self.settings.http.port is None:
             return None  # SWITCHBOARD_HTTP__PORT=off
         probes = Probes(
             self.store,
             self.tasks,
-            surfaces=list(surfaces),
-            abilities=abilities,
+            surfaces=abilities,
             metrics=self.metrics,
             agents=self.agents,
             approvals=self.approvals,

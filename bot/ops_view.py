@@ -67,7 +67,6 @@ class OpsView:
         agents: AgentPool,
         *,
         surfaces: SurfaceAbilities,
-        surface_names: list[str],
         approvals: ApprovalBroker,
         store: StateStore,
         audit: AuditLog,
@@ -78,8 +77,7 @@ class OpsView:
     ) -> None:
         self._conversations = conversations
         self._agents_pool = agents
-        self._abilities = surfaces
-        self._surface_names = surface_names
+        self._surfaces = surfaces
         self._approvals = approvals
         self._store = store
         self._audit = audit
@@ -107,8 +105,8 @@ class OpsView:
             # this replica, and the others alive at its last heartbeat (one process: itself)
             "replica": {"id": self._replica, "alive": self._replicas.alive},
             "surfaces": [
-                {"name": name, "connected": self._abilities.connected(name)}
-                for name in self._surface_names
+                {"name": name, "connected": self._surfaces.connected(name)}
+                for name in self._surfaces.names
             ],
             "faults": [fault.as_json() for fault in recent_faults.latest()],
             "audit": [record.as_json() for record in audit],

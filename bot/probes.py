@@ -14,8 +14,6 @@ within `SCRAPE_WAIT`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from bot.agent_pool import AgentPool
 from bot.conversations import Conversations
 from bot.metrics import SCRAPE_WAIT, LiveState, Metrics
@@ -37,8 +35,7 @@ class Probes:
         store: StateStore,
         tasks: TaskHost,
         *,
-        surfaces: Sequence[str],
-        abilities: SurfaceAbilities,
+        surfaces: SurfaceAbilities,
         metrics: Metrics,
         agents: AgentPool,
         approvals: ApprovalBroker,
@@ -49,8 +46,7 @@ class Probes:
         self._agents = agents
         self._approvals = approvals
         self._conversations = conversations
-        self._surfaces = surfaces  # the running surfaces' names
-        self._abilities = abilities
+        self._surfaces = surfaces
         # What the probes read from the store, each waited for a bounded time (it may be down).
         self._writable = StoreReading(
             store.check_writable, tasks.spawn, initial=None, wait=READY_STORE_TIMEOUT
@@ -62,8 +58,8 @@ class Probes:
         problems: dict[str, str] = {}
         if store_problem := await self._writable.refresh():
             problems["store"] = store_problem
-        for name in self._surfaces:
-            if not self._abilities.connected(name):
+        for name in self._surfaces.names:
+            if not self._surfaces.connected(name):
                 problems[f"surface:{name}"] = "not connected"
         if self._agents.start_failure:
             problems["agent"] = f"the last start failed ({self._agents.start_failure})"

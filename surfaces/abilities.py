@@ -88,8 +88,9 @@ def reports_connection(surface: object) -> TypeGuard[ReportsConnection]:
 
 @dataclass(frozen=True, slots=True)
 class SurfaceAbilities:
-    """The running surfaces' abilities, found once (see the module's doc)."""
+    """The running surfaces (by name) and their abilities, found once (see the module's doc)."""
 
+    names: Sequence[str]
     operations: Sequence[ShowsOperations]
     lease_takers: Sequence[TakesLeases]
     file_rebuilders: Mapping[str, RebuildsFiles]  # by surface name
@@ -99,6 +100,7 @@ class SurfaceAbilities:
     @classmethod
     def of(cls, surfaces: Sequence[Surface]) -> SurfaceAbilities:
         return cls(
+            names=[s.name for s in surfaces],
             operations=[s for s in surfaces if isinstance(s, ShowsOperations)],
             lease_takers=[s for s in surfaces if isinstance(s, TakesLeases)],
             file_rebuilders={s.name: s for s in surfaces if isinstance(s, RebuildsFiles)},

@@ -138,7 +138,9 @@ async def test_a_quiet_turn_shows_how_long_it_has_been_working(
     monkeypatch.setattr(bot.progress, "ELAPSED_AFTER", 0.0)
     surface = ScriptedSurface()
     async with running_app(engine_settings(tmp_path, fake_agent), surface) as app:
-        app.conversations.runner(surface, CHAT).tick_interval = 0.05  # the knob: ticks without waiting 20 s
+        app.conversations.runner(
+            surface, CHAT
+        ).tick_interval = 0.05  # the knob: ticks without waiting 20 s
         turn = surface.post(
             surface.message("alice", script({"chunk": "Thinking."}, {"hang": True}))
         )
