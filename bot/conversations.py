@@ -164,11 +164,11 @@ class Conversations:
         for runner in running:
             await runner.stop()
         with anyio.move_on_after(SHUTDOWN_BUDGET):
-            await all_idle(running)
+            await _all_idle(running)
         for runner in running:
             runner.hard_stop()
         with anyio.move_on_after(1):
-            await all_idle(running)
+            await _all_idle(running)
 
 
 def _client_of(runner: ChatRunner) -> AcpClient | None:
@@ -181,7 +181,7 @@ def runtime_of(runner: ChatRunner) -> AcpRuntime | None:
     return client.runtime if client is not None else None
 
 
-async def all_idle(runners: Sequence[ChatRunner]) -> None:
+async def _all_idle(runners: Sequence[ChatRunner]) -> None:
     """Return once none of `runners` has a turn running or waiting (the caller bounds it)."""
     for runner in runners:
         await runner.wait_idle()
