@@ -99,13 +99,18 @@ class SurfaceAbilities:
 
     @classmethod
     def of(cls, surfaces: Sequence[Surface]) -> SurfaceAbilities:
+        connections: dict[str, ReportsConnection] = {}
+        for surface in surfaces:
+            name = surface.name
+            if reports_connection(surface):
+                connections[name] = surface
         return cls(
             names=[s.name for s in surfaces],
             operations=[s for s in surfaces if isinstance(s, ShowsOperations)],
             lease_takers=[s for s in surfaces if isinstance(s, TakesLeases)],
             file_rebuilders={s.name: s for s in surfaces if isinstance(s, RebuildsFiles)},
             route_servers=[s for s in surfaces if isinstance(s, ServesRoutes)],
-            connections={s.name: r for s in surfaces if reports_connection(r := s)},
+            connections=connections,
         )
 
     def connected(self, name: str) -> bool:
