@@ -227,7 +227,7 @@ async def _engine(args: argparse.Namespace, readings: list[dict[str, Any]]) -> d
 
     async def on_reading(done: int) -> None:
         assert app is not None
-        client = await app.client()  # the pooled agent: how many sessions it holds objects for
+        client = await app.agents.client()  # the pooled agent: how many sessions it holds
         gc.collect()
         reading = {
             "conversations": done,

@@ -26,7 +26,8 @@ from acp import (
     PendingPermission,
     RuntimePool,
 )
-from bot.agent_sessions import FreshSession, agent_plan, client_preparer
+from bot.agent_plans import agent_plan, client_preparer
+from bot.agent_sessions import FreshSession
 from bot.attachments import FileLimits, prompt_for, take_in
 from bot.ladder import RetryPolicy, run_turn
 from bot.logs import install_loop_exception_handler

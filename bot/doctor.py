@@ -28,7 +28,7 @@ from acp import (
     open_runtime,
     resolve_executable,
 )
-from bot.agent_sessions import agent_isolation, agent_plan
+from bot.agent_plans import agent_isolation, agent_plan
 from bot.cluster import check_cluster_key
 from bot.projects import AgentChoice, Project, build_projects
 from bot.store import StoreError, open_store

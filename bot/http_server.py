@@ -4,7 +4,7 @@
 - `/healthz`: 200 while the process serves (nothing else is checked: a liveness probe);
 - `/readyz`: 200 when the store is writable, every surface is connected and the default
   project's agent started the last time it was started; else 503 naming what is not. Nothing is
-  spawned per probe (see `BotApp.readiness`);
+  spawned per probe (see bot/probes.py, which says how each kind of surface counts);
 - `/metrics`: Prometheus text (bot/metrics.py), behind `SWITCHBOARD_HTTP__METRICS_TOKEN` when set;
 - every route a surface adds with `add_routes(app)` (the dashboard), mounted before it starts.
 
@@ -35,6 +35,7 @@ from aiohttp import web
 from bot.http_edge import ConnectionCap, HostCheck, TrustedProxies, edge_middleware
 from bot.metrics import CONTENT_TYPE
 from config.settings import HttpSettings
+from surfaces.abilities import ServesRoutes
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +85,10 @@ class HttpServer:
         """The port bound (the real one when the setting is 0), None before `bind`."""
         return self._sock.getsockname()[1] if self._sock is not None else None
 
-    def mount(self, surfaces: Sequence[object]) -> None:
-        """The routes of every surface that serves pages (`add_routes(app)`, duck-typed)."""
+    def mount(self, surfaces: Sequence[ServesRoutes]) -> None:
+        """The routes of every surface that serves pages here (the dashboard)."""
         for surface in surfaces:
-            add_routes = getattr(surface, "add_routes", None)
-            if callable(add_routes):
-                add_routes(self.app)
+            surface.add_routes(self.app)
 
     def bind(self) -> None:
         listen, port = self.settings.listen, self.settings.port or 0

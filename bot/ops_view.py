@@ -1,6 +1,6 @@
 """The operations view's data and actions, for a surface that shows them (the dashboard).
 
-`OpsView.snapshot()` is a plain JSON-able dict built from the running `BotApp`: its agent
+`OpsView.snapshot()` is a plain JSON-able dict of what the bot runs: its agent
 processes (project, agent, pid, uptime, RSS from /proc, sessions), every live conversation on
 every surface with its state, the approvals waiting, the delivery ledger's backlog, the surfaces
 and whether they are connected, the last faults (`bot/faults.recent_faults`) and the latest
@@ -8,24 +8,31 @@ audit records. `OpsView.act(actor, action, target)` stops a turn (what /stop doe
 (its runtime stopped; its conversations resume with session/load next time), audited, and
 returns one sentence for the admin.
 
-Surfaces never import this module: `BotApp.serve` hands each surface that has a duck-typed
-`set_operations(snapshot, act)` these two callables; the surface checks that the person is an
-admin before calling either."""
+Surfaces never import this module: `BotApp.serve` hands each surface that shows operations
+(`surfaces.abilities.ShowsOperations`: `set_operations(snapshot, act)`) these two callables; the
+surface checks that the person is an admin before calling either. The view reads and acts through
+the services it is given (the conversations, the agent pool, the store, ...), never the app."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import anyio
 
 from acp import AcpRuntime, pool_key
+from bot.agent_plans import AgentPlans
+from bot.agent_pool import AgentPool
+from bot.audit import AuditLog
+from bot.chat_runner import ChatRunner
 from bot.commands import STOP, ParsedCommand, run_command
+from bot.conversations import Conversations, runtime_of
 from bot.faults import recent_faults
-
-if TYPE_CHECKING:
-    from bot.app import BotApp
-    from bot.chat_runner import ChatRunner
+from bot.permissions import ApprovalBroker
+from bot.store import StateStore
+from surfaces.abilities import SurfaceAbilities
 
 __all__ = ["AUDIT_SHOWN", "STOP_AGENT", "STOP_TURN", "OpsView"]
 
@@ -46,21 +53,49 @@ def rss_bytes(pid: int) -> int | None:
         return None
 
 
+class Replicas(Protocol):
+    @property
+    def alive(self) -> list[str]:
+        """The replicas alive at the last heartbeat, this one included (sorted)."""
+        ...
+
+
 class OpsView:
-    def __init__(self, app: BotApp) -> None:
-        self._app = app
+    def __init__(
+        self,
+        conversations: Conversations,
+        agents: AgentPool,
+        *,
+        surfaces: SurfaceAbilities,
+        approvals: ApprovalBroker,
+        store: StateStore,
+        audit: AuditLog,
+        plans: AgentPlans,
+        replica: str,
+        replicas: Replicas,
+        cancel_grace: float,
+    ) -> None:
+        self._conversations = conversations
+        self._agents_pool = agents
+        self._surfaces = surfaces
+        self._approvals = approvals
+        self._store = store
+        self._audit = audit
+        self._plans = plans
+        self._replica = replica
+        self._replicas = replicas
+        self._cancel_grace = cancel_grace  # how long a stopped agent's turns get to end
 
     # ---- what the view shows --------------------------------------------------------------
     async def snapshot(self) -> dict[str, Any]:
-        app = self._app
         now = time.monotonic()
-        waiting = app.approvals.waiting()
-        ledger = await app.store.ledger_pending()
-        audit = await app.store.audit_latest(AUDIT_SHOWN)
+        waiting = self._approvals.waiting()
+        ledger = await self._store.ledger_pending()
+        audit = await self._store.audit_latest(AUDIT_SHOWN)
         return {
             "agents": self._agents(now),
             "conversations": [
-                self._conversation(runner, now, waiting) for runner in app.runners.values()
+                self._conversation(runner, now, waiting) for runner in self._conversations
             ],
             "approvals": [
                 {"conversation": str(key) if key else "", "requester": who, "tool": tool}
@@ -68,10 +103,10 @@ class OpsView:
             ],
             "ledger_backlog": len(ledger),
             # this replica, and the others alive at its last heartbeat (one process: itself)
-            "replica": {"id": app.replica, "alive": app.replicas_alive},
+            "replica": {"id": self._replica, "alive": self._replicas.alive},
             "surfaces": [
-                {"name": name, "connected": bool(getattr(surface, "connected", True))}
-                for name, surface in app.surfaces.items()
+                {"name": name, "connected": self._surfaces.connected(name)}
+                for name in self._surfaces.names
             ],
             "faults": [fault.as_json() for fault in recent_faults.latest()],
             "audit": [record.as_json() for record in audit],
@@ -80,7 +115,7 @@ class OpsView:
     def _agents(self, now: float) -> list[dict[str, Any]]:
         names = self._names()
         rows = []
-        for runtime in self._app.agent_runtimes():
+        for runtime in self._agents_pool.runtimes():
             project, agent = names.get(pool_key(runtime.spec), ("", runtime.backend.name))
             rows.append(
                 {
@@ -89,15 +124,13 @@ class OpsView:
                     "agent": agent,
                     "uptime": round(now - runtime.started_at, 1),
                     "rss": rss_bytes(runtime.pid),
-                    "sessions": sum(
-                        1 for runner in self._app.runners.values() if _runtime_of(runner) is runtime
-                    ),
+                    "sessions": len(self._conversations.on(runtime)),
                 }
             )
         return rows
 
     def _names(self) -> dict[object, tuple[str, str]]:
-        plans = self._app.plans
+        plans = self._plans
         names: dict[object, tuple[str, str]] = {}
         for project in plans.projects:
             for agent in project.agents:
@@ -114,7 +147,7 @@ class OpsView:
             state = "answering"
         else:
             state = "idle"
-        runtime = _runtime_of(runner)
+        runtime = runtime_of(runner)
         return {
             "conversation": str(runner.key),
             "surface": runner.key.surface,
@@ -136,25 +169,36 @@ class OpsView:
         return "That is not an action of the operations view."
 
     async def _stop_turn(self, actor: str, conversation: str) -> str:
-        runner = next((r for r in self._app.runners.values() if str(r.key) == conversation), None)
+        runner = next((r for r in self._conversations if str(r.key) == conversation), None)
         if runner is None or not runner.running:
             return "That conversation has no turn running."
-        await self._app.audit.admin("dashboard", actor, STOP_TURN, conversation=conversation)
+        await self._audit.admin("dashboard", actor, STOP_TURN, conversation=conversation)
         runner.stop_token = ""  # its own Stop button now finds the turn over
         with runner.held():
             await run_command(runner, ParsedCommand(STOP, ""))
         return f"The turn in {conversation} was stopped."
 
     async def _stop_agent(self, actor: str, pid_text: str) -> str:
-        runtime = next((r for r in self._app.agent_runtimes() if str(r.pid) == pid_text), None)
+        runtime = next((r for r in self._agents_pool.runtimes() if str(r.pid) == pid_text), None)
         if runtime is None:
             return "That agent is not running any more."
-        await self._app.audit.admin("dashboard", actor, STOP_AGENT, pid=str(runtime.pid))
+        await self._audit.admin("dashboard", actor, STOP_AGENT, pid=str(runtime.pid))
         log.info("an admin (%s) stops the agent pid=%d", actor, runtime.pid)
-        await self._app.stop_agent(runtime)
+        await self._stop_runtime(runtime)
         return f"The agent (pid {runtime.pid}) was stopped."
 
-
-def _runtime_of(runner: ChatRunner) -> AcpRuntime | None:
-    current = runner.sessions.current
-    return current.client.runtime if current is not None else None
+    async def _stop_runtime(self, runtime: AcpRuntime) -> None:
+        """Its turns are stopped (as /stop) and given the cancel grace to end, so each ends
+        with its "stopped" sentence rather than with the process gone under it; then its process
+        is shut down, and its conversations drop their sessions (the next message resumes with
+        session/load)."""
+        on_it = self._conversations.on(runtime)
+        running = [runner for runner in on_it if runner.running]
+        for runner in running:
+            await runner.stop()
+        with anyio.move_on_after(self._cancel_grace):
+            for runner in running:
+                await runner.wait_idle()
+        await self._agents_pool.stop(runtime)
+        for runner in on_it:
+            runner.sessions.drop()

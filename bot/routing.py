@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -31,16 +30,26 @@ from bot.cluster import (
     decode_event,
     encode_event,
 )
+from bot.conversations import Conversations
+from bot.delivery import Delivery
 from bot.faults import log_fault
+from bot.metrics import Metrics
 from bot.notices import RESTART_NOTICE
-from bot.store import DeliveryEntry, JournalEntry, StoreError
-from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, IncomingFile, Surface
+from bot.permissions import ApprovalBroker
+from bot.services import TaskHost
+from bot.store import (
+    DeliveryEntry,
+    FencedStore,
+    JournalEntry,
+    StateStore,
+    StoreError,
+    inner_store,
+)
+from surfaces.abilities import TakesLeases
+from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, Surface
 from surfaces.lanes import Lanes
 
-if TYPE_CHECKING:
-    from bot.app import BotApp
-
-__all__ = ["CONVERSATION_HELD", "ConversationRouting"]
+__all__ = ["CONVERSATION_HELD", "ConversationRouting", "EventSink"]
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +62,41 @@ CONVERSATION_HELD = (
 LEAVE_TIMEOUT = 2.0  # a clean stop's goodbye to the cluster gives up after this long
 
 
-class ConversationRouting:
-    """This replica's part in the cluster, for `BotApp` (`app`): see the module's doc."""
+class EventSink(Protocol):
+    """Where relayed events, and messages handed on, are accepted (bot/intake.py)."""
 
-    def __init__(self, app: BotApp, cluster: Cluster) -> None:
-        self.app = app
+    async def accept_event(
+        self, event: Inbound | ChoiceAnswer, relayed: RelayedEvent | None = None
+    ) -> bool: ...
+
+    async def event_fault(self, event: Inbound | ChoiceAnswer, exc: Exception) -> None: ...
+
+
+class ConversationRouting:
+    """This replica's part in the cluster: see the module's doc. Built with the services it
+    uses; the running surfaces, the conversations and where events go are given to `start`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        store: StateStore,
+        approvals: ApprovalBroker,
+        delivery: Delivery,
+        metrics: Metrics,
+        tasks: TaskHost,
+        cluster_key: str,
+    ) -> None:
         self.cluster = cluster
+        self._store = store
+        self._approvals = approvals
+        self._delivery = delivery
+        self._metrics = metrics
+        self._tasks = tasks
+        # given to `start`: nothing is routed before it
+        self._surfaces: dict[str, Surface] = {}
+        self._conversations: Conversations | None = None
+        self._events: EventSink | None = None
         self._leases: dict[ConversationKey, Lease] = {}  # one per live runner
         self._stale: set[ConversationKey] = set()  # leases that moved here: sessions reload
         self._lost: dict[ConversationKey, Lease] = {}  # taken by another while a turn ran
@@ -70,9 +108,9 @@ class ConversationRouting:
             self._accept_relayed, failure="the bot failed on a relayed event in %s", logger=log
         )
         # Only a shared cluster relays, and it has a key (open_cluster checked it).
-        self._seal = RelaySeal(app.settings.cluster_key)
-        fenced = getattr(app.store, "inner", app.store)
-        if cluster.shared and hasattr(fenced, "fence_of"):
+        self._seal = RelaySeal(cluster_key)
+        fenced = inner_store(store)
+        if cluster.shared and isinstance(fenced, FencedStore):
             fenced.fence_of = self.fence_of  # the conversation's writes carry its lease's token
 
     @property
@@ -88,8 +126,20 @@ class ConversationRouting:
             return True
         return False
 
-    async def start(self, tg: anyio.abc.TaskGroup, surfaces: Sequence[Surface]) -> None:
-        """Before the surfaces run: register, adopt what was left, then keep beating."""
+    async def start(
+        self,
+        tg: anyio.abc.TaskGroup,
+        surfaces: Mapping[str, Surface],
+        lease_takers: Sequence[TakesLeases],
+        conversations: Conversations,
+        events: EventSink,
+    ) -> None:
+        """Before the surfaces run: register, adopt what was left, then keep beating. The
+        surfaces (by name), the conversations (a runner per lease held) and where relayed events
+        go are the routing's from now on; `lease_takers` (the Telegram poller, Discord's shards:
+        what only one replica may do) get the cluster's named leases."""
+        self._surfaces = dict(surfaces)
+        self._conversations, self._events = conversations, events
         self._relayed.open(tg)  # events relayed here, and messages a stopped process left
         await self._beat()  # registered before anything is relayed here
         await self._adopt_orphans()  # what an earlier process, or dead replicas, left
@@ -97,7 +147,9 @@ class ConversationRouting:
         if self.cluster.shared:
             tg.start_soon(self._relay_loop)
             tg.start_soon(self._beat_loop)
-            self.hand_leases(surfaces)
+            leases = SurfaceLeases(self.cluster)
+            for surface in lease_takers:
+                surface.set_leases(leases)
 
     async def take(self, event: Inbound | ChoiceAnswer, hops: int) -> bool:
         """True when this replica serves the event's conversation (it holds its lease, or took
@@ -107,8 +159,8 @@ class ConversationRouting:
             return await self._take(event, hops)
         except ConversationHeld as held:
             log.warning("%s", held)
-            surface = self.app.surface_of[event.key.surface]
-            await self.app.deliver(surface, event.key, CONVERSATION_HELD)
+            surface = self._surfaces[event.key.surface]
+            await self._delivery.deliver(surface, event.key, CONVERSATION_HELD)
             return False
 
     def fence_of(self, key: ConversationKey) -> tuple[str, str] | None:
@@ -131,7 +183,7 @@ class ConversationRouting:
                 got, self._seal.seal(encode_event(event, hops + 1), got)
             ):
                 log.info("handed event %s of %s to replica %s", event.event_id, key, got)
-                self.app.metrics.relayed.inc()
+                self._metrics.relayed.inc()
                 return False
             if time.monotonic() > deadline:
                 raise ConversationHeld(key, got)
@@ -147,7 +199,7 @@ class ConversationRouting:
     def let_go(self, key: ConversationKey) -> None:
         lease = self._leases.pop(key, None)
         if lease is not None and self.cluster.shared:
-            self.app.spawn(lambda: self._release_lease(lease))
+            self._tasks.spawn(lambda: self._release_lease(lease))
 
     async def _release_lease(self, lease: Lease) -> None:
         try:
@@ -155,33 +207,16 @@ class ConversationRouting:
         except StoreError as exc:  # it expires by itself within the TTL
             log.warning("could not release lease %s: %s", lease.name, exc.reason)
 
-    async def with_files(self, surface: Surface, event: Inbound, relayed: RelayedEvent) -> Inbound:
-        """The relayed message's attachments, downloadable here again through this replica's
-        adapter; those that cannot be are said to be left behind."""
-        rebuild = getattr(surface, "file_from_ref", None)
-        files: list[IncomingFile] = []
-        for ref in relayed.files:
-            file = (
-                rebuild(ref.name, ref.mime, ref.size, ref.kind, ref.ref)
-                if ref is not None and rebuild is not None
-                else None
-            )
-            if isinstance(file, IncomingFile):
-                files.append(file)
-        left = len(relayed.files) - len(files)
-        if left:
-            await self.app.deliver(surface, event.key, _files_left(left))
-        return replace(event, files=tuple(files))
-
     async def _accept_relayed(self, relayed: RelayedEvent) -> None:
         event = relayed.event
-        if event.key.surface not in self.app.surface_of:
+        if event.key.surface not in self._surfaces:
             log.warning("dropping an event relayed for surface %s, not run here", event.key.surface)
             return
+        assert self._events is not None, "routing has not started"
         try:
-            await self.app.accept_event(event, relayed)
+            await self._events.accept_event(event, relayed)
         except Exception as exc:  # a fault of ours: this event only
-            await self.app.event_fault(event, exc)
+            await self._events.event_fault(event, exc)
 
     async def _relay_loop(self) -> None:
         """Events other replicas handed to this one, each conversation's in order."""
@@ -204,7 +239,7 @@ class ConversationRouting:
                 payload = self._seal.open(sealed, sent_to)
             except RelayRejected as exc:
                 log.warning("%s (relayed to replica %s)", exc, sent_to)
-                self.app.metrics.relays_rejected.inc()
+                self._metrics.relays_rejected.inc()
                 continue
             relayed = decode_event(payload)
             if relayed is not None:
@@ -249,7 +284,7 @@ class ConversationRouting:
             log.warning(
                 "replica %s stopped; adopting its %d relayed events", replica, len(payloads)
             )
-            self.app.metrics.replicas_adopted.inc()
+            self._metrics.replicas_adopted.inc()
             self._file_relayed(payloads, replica)
         self._drop_lost(lost)
 
@@ -264,30 +299,32 @@ class ConversationRouting:
         """Another replica took the conversation (this one could not renew in time): its turn
         stops, writing nothing more (the store fences the writes); the runner goes."""
         log.warning("lost the lease of %s to another replica; stopping its turn", key)
-        self.app.metrics.leases_lost.inc()
+        self._metrics.leases_lost.inc()
         lease = self._leases.pop(key, None)
-        runner = self.app.runners.pop(key, None)
+        assert self._conversations is not None, "routing has not started"
+        runner = self._conversations.lost(key)
         if runner is None or lease is None:
             return
         # Its turn's last writes (the partial reply as it stops) go out under the old token,
         # so the store refuses them, until the runner is done.
         self._lost[key] = lease
         waiting = runner.lose()
-        self.app.spawn(lambda: self._forget_lost(key, lease, runner))
+        self._tasks.spawn(lambda: self._forget_lost(key, lease, runner))
         if waiting:
-            self.app.spawn(lambda: self._hand_on(waiting))
+            self._tasks.spawn(lambda: self._hand_on(waiting))
 
     async def _hand_on(self, waiting: Sequence[tuple[Inbound, str]]) -> None:
         """Messages that were waiting here when another replica took their conversation go to
         that replica, in order."""
+        assert self._events is not None, "routing has not started"
         for inbound, journal_id in waiting:
             try:
                 if await self._take(inbound, 1):  # it came back to this replica
-                    await self.app.accept_event(inbound, RelayedEvent(inbound, 1))
+                    await self._events.accept_event(inbound, RelayedEvent(inbound, 1))
                 if journal_id:
-                    await self.app.store.journal_close(journal_id)
+                    await self._store.journal_close(journal_id)
             except Exception as exc:  # a fault of ours: this message only
-                await self.app.event_fault(inbound, exc)
+                await self._events.event_fault(inbound, exc)
 
     async def _forget_lost(self, key: ConversationKey, lease: Lease, runner: ChatRunner) -> None:
         await runner.wait_idle()
@@ -310,17 +347,13 @@ class ConversationRouting:
         be done now (the conversation held elsewhere) is tried at the next heartbeat."""
         self._orphans_due = False
         try:
-            pending = [
-                e for e in await self.app.store.ledger_pending() if self._orphaned(e.replica)
-            ]
-            turns = [
-                t for t in await self.app.store.journal_open_turns() if self._orphaned(t.replica)
-            ]
+            pending = [e for e in await self._store.ledger_pending() if self._orphaned(e.replica)]
+            turns = [t for t in await self._store.journal_open_turns() if self._orphaned(t.replica)]
         except StoreError as exc:
             log.warning("cannot read what stopped replicas left: %s", exc.reason)
             self._orphans_due = True
             return
-        await self.app.approvals.withdraw_left(self.app.surface_of, self._orphaned)
+        await self._approvals.withdraw_left(self._surfaces, self._orphaned)
         for entry in pending:
             if entry.attempts < 5 and await self._adopt_conversation(entry.key):
                 await self._redeliver_one(entry)
@@ -335,7 +368,7 @@ class ConversationRouting:
     async def _send_on(self, waiting: JournalEntry) -> None:
         relayed = decode_event(waiting.message)
         try:
-            await self.app.store.journal_close(waiting.turn_id)  # its new turn journals it anew
+            await self._store.journal_close(waiting.turn_id)  # its new turn journals it anew
         except StoreError as exc:
             log.warning("could not close waiting message %s: %s", waiting.turn_id, exc.reason)
             self._orphans_due = True
@@ -345,8 +378,8 @@ class ConversationRouting:
             self._relayed.put(waiting.key, relayed)
 
     async def _adopt_conversation(self, key: ConversationKey) -> bool:
-        surface = self.app.surface_of.get(key.surface)
-        if surface is None:
+        surface = self._surfaces.get(key.surface)
+        if surface is None or self._conversations is None:
             return False  # its surface does not run here: its replica, or a later start, will
         if key not in self._leases:
             try:
@@ -358,17 +391,8 @@ class ConversationRouting:
                 self._orphans_due = True  # held by a live replica now; once it lets go
                 return False
             self._hold(key, got)
-        self.app.runner(surface, key)  # released with its lease once idle
+        self._conversations.runner(surface, key)  # released with its lease once idle
         return True
-
-    def hand_leases(self, surfaces: Sequence[Surface]) -> None:
-        """Surfaces that do something only one replica may (the Telegram poller, Discord's
-        shards) get the cluster's named leases."""
-        leases = SurfaceLeases(self.cluster)
-        for surface in surfaces:
-            set_leases = getattr(surface, "set_leases", None)
-            if set_leases is not None:
-                set_leases(leases)
 
     async def leave(self) -> None:
         """A clean stop lets its conversations go at once, for the other replicas."""
@@ -386,13 +410,13 @@ class ConversationRouting:
     async def _redeliver_one(self, entry: DeliveryEntry) -> None:
         """A reply a stopped process (this one's predecessor, or a dead replica) did not get
         through: sent again, at most 5 times in all."""
-        surface = self.app.surface_of[entry.key.surface]
+        surface = self._surfaces[entry.key.surface]
         log.info("re-sending a reply a restart cut off (%s)", entry.key)
         try:
-            await self.app.store.ledger_attempted(entry.entry_id)
-            async with self.app.open_reply(surface, entry.key) as reply:
+            await self._store.ledger_attempted(entry.entry_id)
+            async with self._delivery.open_reply(surface, entry.key) as reply:
                 if await reply.finish(entry.text):
-                    await self.app.store.ledger_done(entry.entry_id)
+                    await self._store.ledger_done(entry.entry_id)
         except Exception as exc:  # one conversation's fault must not stop the others
             log_fault(exc, "re-sending a reply", entry.key, None)
 
@@ -401,7 +425,7 @@ class ConversationRouting:
         text reached the ledger (a clean stop delivers the partial output, which closes it). Its
         conversation is told once: the notice goes through the ledger and closes the turn in the
         same store write. Turns of surfaces not running here wait for them, or expire."""
-        surface = self.app.surface_of[turn.key.surface]
+        surface = self._surfaces[turn.key.surface]
         log.info(
             "telling %s in %s that a restart cut off turn %s",
             turn.requester,
@@ -409,7 +433,7 @@ class ConversationRouting:
             turn.turn_id,
         )
         try:
-            await self.app.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
+            await self._delivery.deliver(surface, turn.key, RESTART_NOTICE, turn_id=turn.turn_id)
         except Exception as exc:  # one conversation's fault must not stop the others
             log_fault(exc, "telling of a cut-off reply", turn.key, None, turn=turn.turn_id)
 
@@ -421,14 +445,3 @@ class ConversationHeld(Exception):
         self.key = key
         self.holder = holder
         super().__init__(f"{key} is held by replica {holder}, which takes no relayed events")
-
-
-def _files_left(count: int) -> str:
-    if count == 1:
-        what, them = "The file attached to your message", "it"
-    else:
-        what, them = f"The {count} files attached to your message", "them"
-    return (
-        f"{what} could not be passed to the Switchboard replica serving this conversation; "
-        f"send {them} again."
-    )

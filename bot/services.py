@@ -1,82 +1,79 @@
 """`ConversationServices`: what a conversation needs from the process around it, and nothing more.
 
-The chat runner, its agent sessions and the chat commands depend on this protocol, never on
-`BotApp`, so a prompt flows one way: the app routes an event to the conversation, the conversation
-runs its turn with these services. `BotApp` implements it; a test can too."""
+The chat runner, its agent sessions and the chat commands depend on this bundle, never on
+`BotApp`, so a prompt flows one way: intake routes an event to the conversation, the conversation
+runs its turn with these services. Each service is a small object with one job, built by the
+composition root (bot/app.py): `TaskHost` runs background work in the app's task group,
+`AgentPool` (bot/agent_pool.py) gives out the agents, `Delivery` (bot/delivery.py) replies
+through the ledger; the rest is shared state (settings, store, approvals, audit, ...)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from acp import AcpClient, RuntimeSpec
+import anyio.abc
+
 from bot.access import AccessPolicy
+from bot.agent_plans import AgentPlans
+from bot.agent_pool import AgentPool
 from bot.audit import AuditLog
+from bot.delivery import Delivery
 from bot.ladder import RetryPolicy
 from bot.metrics import Metrics
 from bot.permissions import ApprovalBroker
-from bot.reply import ReplyStream
 from bot.store import StateStore
 from config import Settings
-from surfaces.base import ConversationKey, Surface
 
-if TYPE_CHECKING:  # agent_sessions uses these services
-    from bot.agent_sessions import AgentPlans, AgentTarget
+__all__ = ["ConversationServices", "TaskHost"]
 
 
-class ConversationServices(Protocol):
-    settings: Settings
-    store: StateStore
-    replica: str  # this replica's id: its journal entries and ledger entries carry it
-    approvals: ApprovalBroker
-    policy: RetryPolicy
-    access: AccessPolicy  # who may do what (projects, what /sessions shows)
-    spec: RuntimeSpec  # the default project's agent
-    plans: AgentPlans  # every project and its agents
-    metrics: Metrics  # what /metrics counts (bot/metrics.py)
-    audit: AuditLog  # approvals, admin actions, refused access (bot/audit.py)
+class TaskHost:
+    """The app's task group, for work that outlives the event that started it (a turn, a
+    background store read, a lease let go) and ends when the app winds down."""
+
+    def __init__(self) -> None:
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def open(self, tg: anyio.abc.TaskGroup) -> None:
+        self._tg = tg
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run `func` in the app's task group: a conversation's work outlives the event that
-        started it, and ends when the app winds down."""
-        ...
+        assert self._tg is not None, "the app is not running"
+        self._tg.start_soon(func)
 
-    async def client(
+
+class ConversationServices:
+    """The services every conversation shares; the methods are the services' own."""
+
+    def __init__(
         self,
-        target: AgentTarget | None = None,
         *,
-        say: Callable[[str], Awaitable[None]] | None = None,
-    ) -> AcpClient:
-        """The pooled agent of `target` (default: the default project's), started (or
-        restarted) on demand. When every agent allowed is busy the call waits for one; `say`
-        tells the conversation so, once."""
-        ...
-
-    def hold_agent(self, target: AgentTarget | None = None) -> Callable[[], None]:
-        """Until the returned function is called (a turn runs or waits in the conversation),
-        the pool neither stops `target`'s agent as idle nor for another's room."""
-        ...
-
-    async def discard_client(self, target: AgentTarget | None = None) -> None:
-        """Drop that pooled agent (it died); the next `client()` starts a new one."""
-        ...
-
-    def open_reply(
-        self, surface: Surface, key: ConversationKey
-    ) -> AbstractAsyncContextManager[ReplyStream]:
-        """A live reply in the conversation, paced with every other reply to the same chat."""
-        ...
-
-    async def finish_reply(
-        self, reply: ReplyStream, key: ConversationKey, text: str, *, turn_id: str | None = None
+        settings: Settings,
+        store: StateStore,
+        replica: str,
+        access: AccessPolicy,
+        approvals: ApprovalBroker,
+        audit: AuditLog,
+        metrics: Metrics,
+        plans: AgentPlans,
+        tasks: TaskHost,
+        agents: AgentPool,
+        delivery: Delivery,
     ) -> None:
-        """Deliver a reply's final text through the ledger; `turn_id` closes that journalled
-        turn in the same store write."""
-        ...
-
-    async def deliver(
-        self, surface: Surface, key: ConversationKey, text: str, *, turn_id: str | None = None
-    ) -> None:
-        """A whole message at once: `open_reply`, then `finish_reply`."""
-        ...
+        self.settings = settings
+        self.store = store
+        self.replica = replica  # this replica's id: its journal entries and ledger entries carry it
+        self.access = access  # who may do what (projects, what /sessions shows)
+        self.approvals = approvals
+        self.audit = audit  # approvals, admin actions, refused access (bot/audit.py)
+        self.metrics = metrics  # what /metrics counts (bot/metrics.py)
+        self.plans = plans  # every project and its agents
+        self.policy = RetryPolicy.from_settings(settings.retry)
+        self.spawn = tasks.spawn
+        self.client = agents.client
+        self.hold_agent = agents.hold_agent
+        self.discard_client = agents.discard_client
+        self.open_reply = delivery.open_reply
+        self.finish_reply = delivery.finish_reply
+        self.deliver = delivery.deliver

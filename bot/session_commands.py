@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from bot.agent_sessions import AgentTarget
+from bot.agent_plans import AgentTarget
 from bot.command_context import CommandContext
 from bot.notices import stop_reply
 from bot.session_history import SessionListing, find, gather, listing_text

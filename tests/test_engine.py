@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from acp import AcpRuntime
-from bot.app import RELEASE_AFTER
+from bot.conversations import RELEASE_AFTER
 from bot.faults import fault_sentence
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
@@ -456,7 +456,7 @@ async def test_an_idle_conversation_is_released_and_its_next_message_resumes_the
         session = app.runners[CHAT].sessions.current
         assert session is not None
         client = session.client
-        app.release_idle(time.monotonic() + RELEASE_AFTER)
+        app.conversations.release_idle(time.monotonic() + RELEASE_AFTER)
         assert CHAT not in app.runners
         assert client.sessions == {}
         assert session.session_id not in client.runtime.handle._inboxes

@@ -507,7 +507,7 @@ async def test_a_command_withheld_by_its_description_stays_refused_after_a_relea
     async with running_app(copilot_app(tmp_path, fake_agent), surface) as app:
         await finished(surface.post(surface.message("alice", "hi")))
         await wait_for(lambda: not app.runners[CHAT].running, "the turn's end")
-        app.release_idle(time.monotonic() + 60)
+        app.conversations.release_idle(time.monotonic() + 60)
         assert CHAT not in app.runners
         await finished(surface.post(surface.message("bob", "/tools")))  # no session open yet
     assert any(c.text.startswith(REFUSED.format("tools")) for c in surface.ops("send"))

@@ -137,6 +137,7 @@ async def test_readyz_fails_naming_a_surface_that_is_not_connected(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
     surface = ScriptedSurface()
+    surface.connected = True  # type: ignore[attr-defined]  # it reports its connection, as found at start-up
     async with serving(ops_settings(tmp_path, fake_agent), surface) as app:
         surface.connected = False  # type: ignore[attr-defined]
         status, body = await get(app, "/readyz")

@@ -170,7 +170,7 @@ async def test_uptime_is_the_agent_process_s_own_not_when_the_view_first_saw_it(
         tab = alice.tabs()[0]
         await alice.send(tab, "one")
         await alice.until(lambda f: agent_html(f) and "Echo: one" in f["html"], "the answer")
-        [runtime] = app.agent_runtimes()
+        [runtime] = app.agents.runtimes()
         runtime.started_at -= 1000.0  # as if spawned long before anyone looked
         csrf = await signed_in(client, "root")
         [agent] = (await snapshot(client, csrf))["agents"]
@@ -208,7 +208,7 @@ async def test_a_fault_with_an_agent_carries_its_stderr_tail_redacted(
             said = f"agent trouble token={secret}\n"
             await alice.send(tab, script({"stderr": said}, {"chunk": "done"}))
             await alice.until(lambda f: agent_html(f) and "done" in f["html"], "the answer")
-            [runtime] = app.agent_runtimes()
+            [runtime] = app.agents.runtimes()
             await wait_for(lambda: "agent trouble" in runtime.stderr.text(), "the stderr line")
             try:
                 raise RuntimeError("a bug")
@@ -272,7 +272,7 @@ async def test_a_surface_that_is_not_connected_is_shown_so(
     settings = engine_settings(tmp_path, fake_agent, dashboard=ACCESS)
     surface = DashboardSurface(settings.dashboard, min_edit_interval=0.01)
     offline = ScriptedSurface("telegram")
-    offline.connected = False  # type: ignore[attr-defined]  # duck-typed, as the view reads it
+    offline.connected = False  # type: ignore[attr-defined]  # it reports its connection
     async with (
         running_app(settings, surface, offline) as _,  # type: ignore[arg-type]  # any Surface serves
         served(surface) as client,

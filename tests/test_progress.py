@@ -138,7 +138,9 @@ async def test_a_quiet_turn_shows_how_long_it_has_been_working(
     monkeypatch.setattr(bot.progress, "ELAPSED_AFTER", 0.0)
     surface = ScriptedSurface()
     async with running_app(engine_settings(tmp_path, fake_agent), surface) as app:
-        app.runner(surface, CHAT).tick_interval = 0.05  # the knob: ticks without waiting 20 s
+        app.conversations.runner(
+            surface, CHAT
+        ).tick_interval = 0.05  # the knob: ticks without waiting 20 s
         turn = surface.post(
             surface.message("alice", script({"chunk": "Thinking."}, {"hang": True}))
         )
@@ -284,7 +286,7 @@ async def test_a_released_conversation_repeats_neither_its_menu_nor_its_compact_
             await finished(surface.post(surface.message("alice", steps)))
             await wait_for(lambda: surface.ops("agent_menu"), "the menu")
             await wait_for(lambda: not app.runners[CHAT].running, "the turn's end")
-            app.release_idle(time.monotonic() + 60)
+            app.conversations.release_idle(time.monotonic() + 60)
             assert CHAT not in app.runners
     assert len(surface.ops("agent_menu")) == 1
     finals = [text for text in surface.shown().values() if text.startswith("ok")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.access import AccessPolicy, SurfaceRules
-from bot.agent_sessions import AgentPlans, agent_plan
+from bot.agent_plans import AgentPlans, agent_plan
 from bot.conversation import Binding
 from bot.projects import DEFAULT_PROJECT, build_projects, place_keys
 from bot.store import SqliteStateStore

@@ -281,7 +281,7 @@ async def test_the_wait_line_names_the_cap(tmp_path: Path, fake_agent: FakeAgent
         async def say(text: str) -> None:
             said.append(text)
 
-        hook = app._wait_line(say)
+        hook = app.agents.wait_line(say)
         assert hook is not None
         await hook()
     finally:
@@ -404,7 +404,7 @@ async def test_a_conversation_whose_turn_runs_or_waits_keeps_its_agent_at_the_ca
         await finished(surface.post(surface.message("alice", "first")))
         session = app.runners[CHAT].sessions.current
         assert session is not None and not session.client.busy
-        release = app.hold_agent(app.plans.default)  # as ChatRunner._work holds it
+        release = app.agents.hold_agent(app.plans.default)  # as ChatRunner._work holds it
         await app.store.put_place(BOB_CHAT, "other")
         bobs = surface.post(surface.message("bob", "hi", key=BOB_CHAT))
         await wait_for(lambda: WAIT_LINE in shown_in(surface, BOB_CHAT), "the wait line")

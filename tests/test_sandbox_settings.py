@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent_sessions import agent_plan
+from bot.agent_plans import agent_plan
 from config import ConfigError, load_settings
 
 

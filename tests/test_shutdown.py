@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bot.app import SHUTDOWN_BUDGET
+from bot.conversations import SHUTDOWN_BUDGET
 from tests.conftest import FakeAgent
 from tests.engine_helpers import CHAT, ScriptedSurface, engine_settings, running_app, wait_for
 
