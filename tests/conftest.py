@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -167,6 +168,16 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
     state = tmp_path / "agent-state"
     state.mkdir()
     return FakeAgent(log_path=tmp_path / "agent-log.jsonl", state_dir=state)
+
+
+@pytest.fixture
+def reap_agents(fake_agent: FakeAgent) -> Iterator[None]:
+    """A SIGKILLed switchboard cannot stop its agent; the agent ends at stdin EOF, and whatever is
+    left when a test fails is killed here."""
+    yield
+    for pid in fake_agent.pids():
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
