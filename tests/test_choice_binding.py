@@ -30,7 +30,8 @@ from tests.engine_helpers import (
     wait_for,
 )
 from tests.fakes.telegram_api import FakeBotApi, Message
-from tests.harness.telegram import polling_env, run_env, switchboard_run
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 from tests.store_backends import Backend
 from tests.test_engine import permission_outcomes
 from tests.test_stop_button import _started
@@ -150,7 +151,7 @@ def env(
     return (
         cli_env
         | run_env(fake_agent, workspace)  # the state file stays outside the workspace
-        | polling_env(api, ALICE)
+        | telegram_env(api, ALICE)
         | {"SWITCHBOARD_HTTP__PORT": "off"}
     )
 

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import FakeAgent, script
 from tests.fakes.telegram_api import FakeBotApi
-from tests.harness.telegram import polling_env, run_env, switchboard_run
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
 ANTHROPIC_KEY = "sk-ant-api03-Xq7vB2mN9kLp4RtY8wZc1Df6Gh3Jk5Ls0Qe"
 TELEGRAM_TOKEN = "123456789:" + "A" * 35  # shaped like a real one, so doctor's shape check passes
@@ -296,7 +297,7 @@ async def test_run_warns_on_stderr_that_nobody_can_use_a_surface_and_keeps_runni
     env = cli_env | run_env(fake_agent, workspace)
     stderr_path = tmp_path / "run.stderr"
     async with FakeBotApi() as api:
-        env |= polling_env(api)  # and no SWITCHBOARD_TELEGRAM__ALLOWED_USERS
+        env |= telegram_env(api)  # and no SWITCHBOARD_TELEGRAM__ALLOWED_USERS
         with stderr_path.open("wb") as sink:
             async with switchboard_run(env, api, tmp_path, stdout=subprocess.DEVNULL, stderr=sink):
                 pass

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from config import load_settings
-from config.settings import SlackSettings, TelegramSettings
+from config.settings import TelegramSettings
 from surfaces.base import ChoiceAnswer, Inbound, IncomingFile, RefetchingSurface
 from surfaces.discord.adapter import DiscordSurface
 from surfaces.errors import FileRefused
@@ -25,8 +25,10 @@ from tests.cluster_harness import cluster
 from tests.conftest import script
 from tests.engine_helpers import wait_for
 from tests.fakes.discord_api import FakeDiscord, FakeFile, User
-from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack, envelope, file_share
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, envelope, file_share
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.discord import discord_access, fast_surface
+from tests.harness.slack import slack_settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -133,9 +135,7 @@ async def test_a_telegram_file_is_downloaded_again_by_another_replicas_adapter()
 
 # ---- Slack --------------------------------------------------------------------------------------
 def slack(fake: FakeSlack) -> SlackSurface:
-    settings = SlackSettings(
-        bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, allowed_users=["UALICE"]
-    )
+    settings = slack_settings(fake, "socket", allowed_users=["UALICE"])
     return SlackSurface(settings, min_edit_interval=0.01, stream_idle=0.3)
 
 
@@ -179,17 +179,9 @@ async def discord_pair() -> AsyncIterator[tuple[FakeDiscord, User, DiscordSurfac
         guild = fake.add_guild(channels=("general",))
         alice = fake.user("Alice")
         fake.join(guild, alice)
-        settings = load_settings(
-            discord={
-                "token": fake.token,
-                "api_url": fake.api_url,
-                "gateway_url": fake.gateway_url,
-                "allowed_users": [alice.id],
-            }
-        ).discord
-        assert settings is not None
-        here = DiscordSurface(settings, min_edit_interval=0.01, guild_ready_timeout=0.05)
-        there = DiscordSurface(settings, min_edit_interval=0.01, guild_ready_timeout=0.05)
+        settings = load_settings(discord=discord_access(fake, alice)).discord
+        here = fast_surface(settings, min_edit_interval=0.01)
+        there = fast_surface(settings, min_edit_interval=0.01)
         try:
             yield fake, alice, here, there
         finally:

@@ -33,7 +33,8 @@ from tests.engine_helpers import (
     wait_for,
 )
 from tests.fakes.telegram_api import ApiCall, FakeBotApi, People
-from tests.harness.telegram import polling_env, run_env, switchboard_run
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("reap_agents")]
 
@@ -51,7 +52,7 @@ async def api() -> AsyncIterator[FakeBotApi]:
 def env(
     cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, workspace: Path
 ) -> dict[str, str]:
-    return cli_env | run_env(fake_agent, workspace) | polling_env(api, ALICE)
+    return cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
 
 
 async def sigkill(process: anyio.abc.Process) -> None:

@@ -29,14 +29,13 @@ from surfaces.telegram.convert import (
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
-from tests.harness.process import free_port
+from tests.harness.process import free_port, run_env
 from tests.harness.telegram import (
     FAST,
     ids,
-    polling_env,
-    run_env,
     serving,
     switchboard_run,
+    telegram_env,
     telegram_settings,
 )
 
@@ -456,7 +455,7 @@ async def test_switchboard_run_serves_telegram_and_stops_on_sigterm(
     api: FakeBotApi,
     cli_env: dict[str, str],
 ) -> None:
-    env = cli_env | run_env(fake_agent, workspace) | polling_env(api, ALICE)
+    env = cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
     async with switchboard_run(env, api, tmp_path):
         api.dm(ALICE, "hello from the CLI")
         await wait_for(shows(api, ALICE.id, "Echo: hello from the CLI"), "the reply")

@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi, People
-from tests.harness.telegram import polling_env, run_env, switchboard_run
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,7 @@ async def test_switchboard_run_reads_past_a_one_gib_line_in_a_few_mib(
         file.write(b"\nthe second line\n")
     ask = {"path": str(sparse), "line": 2, "limit": 1}
     prompt = script({"request": {"method": "fs/read_text_file", "params": ask}})
-    env = cli_env | run_env(fake_agent, workspace) | polling_env(api, ALICE)
+    env = cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
     async with switchboard_run(env, api, tmp_path) as process:
         chat = api.private_chat(ALICE)["id"]
         api.dm(ALICE, "warm up")  # the agent started and one turn done before measuring

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from tests.conftest import FakeAgent
 from tests.engine_helpers import wait_for
 
 COMMAND = [sys.executable, "-m", "bot", "run"]
@@ -28,6 +29,15 @@ COMMAND = [sys.executable, "-m", "bot", "run"]
 # about how fast Switchboard starts.
 START_TIMEOUT = 40.0
 STOP_TIMEOUT = 10.0
+
+
+def run_env(fake_agent: FakeAgent, workspace: Path) -> dict[str, str]:
+    """The agent and its workspace for `switchboard run` (add to conftest's `cli_env`, whose state
+    file is beside the workspace, never in it)."""
+    return {
+        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
+        "SWITCHBOARD_WORKSPACE": str(workspace),
+    }
 
 
 def clean_environ(*prefixes: str) -> dict[str, str]:

@@ -4,7 +4,7 @@ python-telegram-bot through our adapter, served in process by a BotApp or by `sw
     async with FakeBotApi() as api, serving(telegram_settings(tmp_path, agent, api, ...)):
         api.dm(ALICE, "hello")                                   # in process
 
-    env = cli_env | run_env(agent, workspace) | polling_env(api, ALICE)
+    env = cli_env | run_env(agent, workspace) | telegram_env(api, ALICE)  # run_env: process.py
     async with switchboard_run(env, api, tmp_path) as process:   # `switchboard run`
         api.dm(ALICE, "hello")
 """
@@ -32,7 +32,6 @@ FAST: dict[str, Any] = {
     "poll_timeout": 2.0,
     "shutdown_timeout": 3.0,
 }
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
 def ids(*people: User | str) -> list[str]:
@@ -58,17 +57,9 @@ async def serving(settings: Settings, **options: Any) -> AsyncIterator[TelegramS
 
 
 # ---- `switchboard run` ------------------------------------------------------------------------
-def run_env(fake_agent: FakeAgent, workspace: Path) -> dict[str, str]:
-    """The agent and its workspace for `switchboard run` (add to conftest's `cli_env`, whose state
-    file is beside the workspace, never in it)."""
-    return {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-    }
-
-
-def polling_env(api: FakeBotApi, *allowed: User | str) -> dict[str, str]:
-    """Telegram by long polling on `api`; `allowed` may chat (none: nobody may)."""
+def telegram_env(api: FakeBotApi, *allowed: User | str) -> dict[str, str]:
+    """Telegram on `api`, by long polling (add `webhook_env` for a webhook); `allowed` may chat
+    (none: nobody may)."""
     env = {"SWITCHBOARD_TELEGRAM__TOKEN": api.token, "SWITCHBOARD_TELEGRAM__API_URL": api.url}
     if allowed:
         env["SWITCHBOARD_TELEGRAM__ALLOWED_USERS"] = ",".join(ids(*allowed))
