@@ -18,6 +18,7 @@ import pytest
 
 from config import Settings
 from tests.fakes.mock_model import MockModelServer
+from tests.harness.clock import backend_for
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
@@ -75,8 +76,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    """asyncio, or trio in virtual time for a test marked `tests.harness.clock.virtual_time`."""
+    return backend_for(getattr(request, "param", None))
 
 
 def script(*steps: dict[str, Any]) -> str:

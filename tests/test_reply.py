@@ -26,6 +26,7 @@ from surfaces.base import (
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.pacing import ChatPacer
 from tests.engine_helpers import ScriptedSurface, wait_for
+from tests.harness.clock import virtual_time
 
 KEY = ConversationKey("test", "chat-1")
 FENCE_LINE = re.compile(r" {0,3}```")
@@ -147,26 +148,28 @@ def test_a_zwj_sequence_is_never_cut_apart() -> None:
 
 
 @pytest.mark.anyio
+@virtual_time
 async def test_the_pacer_spaces_turns_by_its_interval() -> None:
-    pacer = ChatPacer(0.03)
+    pacer = ChatPacer(0.03, clock=anyio.current_time)
     stamps = []
     for _ in range(4):
         await pacer.wait_turn()
-        stamps.append(time.monotonic())
+        stamps.append(anyio.current_time())
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     assert all(gap >= 0.025 for gap in gaps), gaps
 
 
 @pytest.mark.anyio
+@virtual_time
 async def test_a_penalty_holds_back_every_turn_of_the_chat_including_reserved_ones() -> None:
-    pacer = ChatPacer(0.01)
+    pacer = ChatPacer(0.01, clock=anyio.current_time)
     await pacer.wait_turn()
-    begun = time.monotonic()
+    begun = anyio.current_time()
     done: list[float] = []
 
     async def waiter() -> None:
         await pacer.wait_turn()
-        done.append(time.monotonic() - begun)
+        done.append(anyio.current_time() - begun)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)

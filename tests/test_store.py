@@ -32,6 +32,7 @@ from bot.store import (
 )
 from bot.store_outage import OutageTolerantStore
 from config import ConfigError
+from tests.harness.clock import FakeClock
 from tests.store_backends import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,20 +41,9 @@ OTHER = ConversationKey("slack", "C1")
 BINDING = Binding("sess-1", "kiro", "/work/ws", model="m1", generation=3)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_700_000_000.0)
 
 
 @pytest.fixture
