@@ -43,7 +43,7 @@ import redis
 from bot.redis_store import PREFIX as REDIS_PREFIX
 from surfaces.telegram.webhook import SECRET_HEADER
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
-from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
+from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
 from tests.harness.process import (
     START_TIMEOUT,
@@ -55,6 +55,7 @@ from tests.harness.process import (
     spawn_run,
     stop_run,
 )
+from tests.harness.slack import slack_env
 from tests.harness.telegram import telegram_env, webhook_env, webhook_set
 from tests.store_backends import CLUSTER_KEY, RedisProcess
 
@@ -358,14 +359,8 @@ def replica_env(
         env |= telegram_env(cluster.api, *users)
         env["SWITCHBOARD_TELEGRAM__APPROVERS"] = ",".join(approvers)
     else:
-        env |= {
-            "SWITCHBOARD_SLACK__BOT_TOKEN": BOT_TOKEN,
-            "SWITCHBOARD_SLACK__SIGNING_SECRET": SIGNING_SECRET,
-            "SWITCHBOARD_SLACK__API_URL": cluster.slack.api_url,
-            "SWITCHBOARD_SLACK__LISTEN": "127.0.0.1",
-            "SWITCHBOARD_SLACK__ALLOWED_USERS": ",".join(users),
-            "SWITCHBOARD_SLACK__APPROVERS": ",".join(approvers),
-        }
+        env |= slack_env(cluster.slack, "http", *users)  # each replica's port: start_replicas
+        env["SWITCHBOARD_SLACK__APPROVERS"] = ",".join(approvers)
     return env
 
 

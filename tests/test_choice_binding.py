@@ -31,11 +31,11 @@ from tests.engine_helpers import (
 )
 from tests.fakes.telegram_api import FakeBotApi, Message
 from tests.harness.process import run_env
-from tests.harness.telegram import switchboard_run, telegram_env
+from tests.harness.telegram import serving, switchboard_run, telegram_env
 from tests.store_backends import Backend
 from tests.test_engine import permission_outcomes
 from tests.test_stop_button import _started
-from tests.test_telegram import ALICE, BOB, CAROL, GROUP, serving, settings_for
+from tests.test_telegram import ALICE, BOB, CAROL, GROUP, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env", "reap_agents")]
 

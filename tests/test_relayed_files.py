@@ -29,6 +29,7 @@ from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, envelope, file_share
 from tests.fakes.telegram_api import FakeBotApi, People
 from tests.harness.discord import discord_access, fast_surface
 from tests.harness.slack import slack_settings
+from tests.harness.telegram import telegram_access
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -90,7 +91,7 @@ async def travelled(surface: RefetchingSurface, file: IncomingFile) -> IncomingF
 
 # ---- Telegram -----------------------------------------------------------------------------------
 def telegram(api: FakeBotApi) -> TelegramSurface:
-    settings = TelegramSettings(token=api.token, api_url=api.url, allowed_users=[str(ALICE.id)])
+    settings = TelegramSettings(**telegram_access(api, ALICE))
     return TelegramSurface(settings, min_edit_interval=0.01, poll_timeout=2.0, album_quiet=0.1)
 
 

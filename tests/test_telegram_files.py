@@ -33,7 +33,7 @@ from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, utf16_len
 from tests.harness.surface import Received, running_surface
-from tests.harness.telegram import ids, telegram_settings
+from tests.harness.telegram import ids, telegram_access, telegram_settings
 from tests.harness.telegram import serving as serving_telegram
 
 pytestmark = pytest.mark.anyio
@@ -68,12 +68,7 @@ async def api() -> AsyncIterator[FakeBotApi]:
 async def receiving(
     api: FakeBotApi, **options: Any
 ) -> AsyncIterator[tuple[TelegramSurface, Received]]:
-    settings = TelegramSettings(
-        token=api.token,
-        api_url=api.url,
-        allowed_users=ids(ALICE, BOB),
-        allowed_chats=[str(GROUP)],
-    )
+    settings = TelegramSettings(**telegram_access(api, ALICE, BOB, allowed_chats=[str(GROUP)]))
     surface = TelegramSurface(settings, **(FAST | options))
     received = Received()
     async with running_surface(surface, received, command_menu()):

@@ -78,3 +78,22 @@ async def delivering(fake: FakeSlack, surface: Any, mode: str) -> AsyncIterator[
         if poster is not None:
             with anyio.CancelScope(shield=True):
                 await poster.aclose()
+
+
+def slack_env(fake: FakeSlack, mode: str, *allowed: str, port: int | None = None) -> dict[str, str]:
+    """Slack on `fake` in `mode` for `switchboard run`; `allowed` may chat. HTTP mode listens on
+    127.0.0.1, at `port` when given (several replicas set theirs)."""
+    env = {
+        "SWITCHBOARD_SLACK__BOT_TOKEN": BOT_TOKEN,
+        "SWITCHBOARD_SLACK__API_URL": fake.api_url,
+        "SWITCHBOARD_SLACK__ALLOWED_USERS": ",".join(allowed),
+    }
+    if mode == "socket":
+        return env | {"SWITCHBOARD_SLACK__APP_TOKEN": APP_TOKEN}
+    env |= {
+        "SWITCHBOARD_SLACK__SIGNING_SECRET": SIGNING_SECRET,
+        "SWITCHBOARD_SLACK__LISTEN": "127.0.0.1",
+    }
+    if port is not None:
+        env["SWITCHBOARD_SLACK__PORT"] = str(port)
+    return env

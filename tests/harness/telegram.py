@@ -39,6 +39,11 @@ def ids(*people: User | str) -> list[str]:
     return [str(person.id) if isinstance(person, User) else person for person in people]
 
 
+def telegram_access(api: FakeBotApi, *allowed: User | str, **more: Any) -> dict[str, Any]:
+    """The `telegram` settings on `api` (token, Bot API URL); `allowed` may chat."""
+    return {"token": api.token, "api_url": api.url, "allowed_users": ids(*allowed), **more}
+
+
 def telegram_settings(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, *options: str, **more: Any
 ) -> Settings:
