@@ -69,9 +69,10 @@ FAST_ENV = {
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test."""
+    """No SWITCHBOARD_*, FAKE_AGENT* or SLACK_* (read by slack_sdk) setting of the caller's shell
+    leaks into a test."""
     for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
+        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_")):
             monkeypatch.delenv(name)
 
 

@@ -16,6 +16,9 @@ def test_each_error_family_and_parser_lives_where_the_design_names_it() -> None:
     assert AcpError.__module__ == "acp.client"
     assert acp.client._format_acp_error.__module__ == "acp.client"
     assert acp.client._is_transient_raw_error.__module__ == "acp.client"
+    assert [
+        name for name in vars(acp.client) if name.startswith("_RE_")
+    ]  # the catalogue's patterns
     assert AcpRuntimeError.__module__ == "acp.session_handle"
     assert AcpWorkspaceBindingError.__module__ == "acp.runtime"
     assert parse_refusal.__module__ == "acp._dispatch"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,20 +39,13 @@ from tests.fakes.slack_api import (
 )
 from tests.harness.slack import SlackDelivery, credentials, delivering, slack_settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 ALICE, BOB, CAROL, MALLORY = "UALICE", "UBOB", "UCAROL", "UMALLORY"
 DMS = {ALICE: "DALICE", BOB: "DBOB", MALLORY: "DMALLORY"}
 CHANNEL = "CGENERAL"
 BOT = f"<@{BOT_USER_ID}>"
 FENCE = re.compile(r" {0,3}```")
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_")):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(params=["socket", "http"])

@@ -6,7 +6,6 @@ against the fake Slack, in both Socket Mode and HTTP mode where the path differs
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,20 +43,13 @@ from tests.harness.slack import SlackDelivery, delivering, slack_settings
 from tests.harness.surface import Received, running_surface
 from tests.test_slack import BOB, DMS, SlackEnv, slack_bot
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 ALICE, STRANGER = "UALICE", "USTRANGER"
 DM = "DALICE"
 CHANNEL = "CGENERAL"
 BOT = f"<@{BOT_USER_ID}>"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 200
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "SLACK_")):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(params=["socket", "http"])
