@@ -7,6 +7,7 @@ verdict) and `AcpRuntimeError` (the agent process or its pipe failed). `AGENT_ER
 for callers that catch any agent failure."""
 
 from acp._dispatch import redact, redact_links
+from acp.agent_client import AcpClient, AcpSessionListUnsupported
 from acp.agent_env import agent_environment
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, BACKENDS, Backend, get_backend
 from acp.client import (
@@ -36,14 +37,12 @@ from acp.runtime import (
     AcpRuntime,
     AcpSpawnFailed,
     AcpWorkspaceBindingError,
-    PoolKey,
     RuntimeOpener,
-    RuntimePool,
     RuntimeSpec,
     open_runtime,
-    pool_key,
     resolve_executable,
 )
+from acp.runtime_pool import PoolKey, RuntimePool, pool_key
 from acp.sandbox import (
     AgentUserUnusable,
     Isolation,
@@ -52,7 +51,7 @@ from acp.sandbox import (
     make_undumpable,
     plan_isolation,
 )
-from acp.session import AcpClient, AcpModelChoiceUnsupported, AcpSession, AcpSessionListUnsupported
+from acp.session import AcpModelChoiceUnsupported, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.session_state import SessionState
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate

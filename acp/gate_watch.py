@@ -23,7 +23,8 @@ import anyio
 from acp.client import AcpToolGateUnroutable
 from acp.gate_options import GateOption, described, gate_options, wire_value
 from acp.session_handle import RpcReply
-from acp.session_state import SessionState, parse_config_options
+from acp.session_state import SessionState
+from acp.state_parsing import parse_config_options
 from acp.tool_gate import (
     AdvertisedMode,
     GatePlan,

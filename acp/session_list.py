@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from acp.session_state import clean
+from acp.state_parsing import clean
 from acp.types import AgentSessionInfo
 
 log = logging.getLogger(__name__)

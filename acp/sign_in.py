@@ -79,3 +79,13 @@ def terminal_sign_in(auth_methods: Sequence[dict[str, Any]], argv: Sequence[str]
 def without_terminal(auth_methods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The methods that are not terminal sign-ins (said in the agent's own words instead)."""
     return [method for method in auth_methods if _terminal_command(method, ()) is None]
+
+
+def sign_in_advice(auth_methods: Sequence[dict[str, Any]], fallback: str) -> str:
+    """How to sign in, in the agent's own words (its `authMethods`) when it gave any."""
+    said = []
+    for method in auth_methods[:3]:
+        text = method.get("description") or method.get("name") or ""
+        if isinstance(text, str) and text.strip():
+            said.append(" ".join(text.split())[:200].rstrip("."))
+    return "; or ".join(said) if said else fallback

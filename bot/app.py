@@ -43,7 +43,8 @@ from bot.agent_sessions import AgentPlans, AgentTarget, client_preparer
 from bot.approval_commands import remember_withheld, withheld_commands
 from bot.audit import AuditLog
 from bot.chat_runner import STOP_TOKEN_PREFIX, ChatRunner
-from bot.cluster import RelayedEvent, open_cluster
+from bot.cluster import RelayedEvent
+from bot.cluster_choice import open_cluster
 from bot.commands import (
     PROJECT_TOKEN_PREFIX,
     STOP,

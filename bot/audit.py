@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from bot.store import AuditRecord, StateStore, StoreError
+from bot.store import AuditRecord, AuditStore, StoreError
 
 log = logging.getLogger("switchboard.audit")
 log.setLevel(logging.INFO)
@@ -41,7 +41,7 @@ class AuditLog:
     the store missed it."""
 
     def __init__(
-        self, store: StateStore, *, keep_days: float, clock: Callable[[], float] = time.time
+        self, store: AuditStore, *, keep_days: float, clock: Callable[[], float] = time.time
     ) -> None:
         self.store = store
         self.keep = keep_days * DAY

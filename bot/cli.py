@@ -42,8 +42,8 @@ from bot.audit import BadSince, as_line, parse_since
 from bot.doctor import run_doctor
 from bot.http_server import HttpServerError
 from bot.logs import configure_logging, install_loop_exception_handler, secret_values
-from bot.state_location import refuse_state_inside_workspaces
 from bot.store import StoreError, open_store
+from bot.store.sqlite_file import refuse_state_inside_workspaces
 from bot.surface_registry import (
     configured_surfaces,
     how_to_enable,

@@ -33,7 +33,6 @@ import hmac
 import json
 import logging
 import secrets
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,7 +58,6 @@ __all__ = [
     "conversation_lease",
     "decode_event",
     "encode_event",
-    "open_cluster",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,8 +85,8 @@ def conversation_lease(key: ConversationKey) -> str:
 
 class Cluster(Protocol):
     """The coordination the app needs; `SoloCluster` (one process) and
-    `bot.redis_cluster.RedisCluster` (replicas on Redis) implement it. Store failures raise
-    `StoreError`."""
+    `bot.redis_cluster.RedisCluster` (replicas on Redis) implement it, and
+    `bot.cluster_choice.open_cluster` picks one. Store failures raise `StoreError`."""
 
     replica: str
     ttl: float
@@ -348,22 +346,6 @@ class RelayRejected(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"rejected a relayed event: {reason}")
-
-
-def open_cluster(replica: str, ttl: float, store: object, *, key: str = "") -> Cluster:
-    """The coordination that fits `store`: `RedisCluster` on a Redis store (also one wrapped by
-    another store that exposes it as `inner`), which needs the cluster `key`; else
-    `SoloCluster`."""
-    inner = getattr(store, "inner", store)
-    # A Redis store can only exist once its module is loaded (open_store loads it for a
-    # redis:// location): a SQLite start never imports the Redis client.
-    redis_store = sys.modules.get("bot.redis_store")
-    if redis_store is not None and isinstance(inner, redis_store.RedisStateStore):
-        check_cluster_key(key)
-        from bot.redis_cluster import RedisCluster
-
-        return RedisCluster(inner, replica, ttl)
-    return SoloCluster(replica, ttl)
 
 
 def check_cluster_key(key: str) -> None:

@@ -31,8 +31,8 @@ from acp import (
 from bot.agent_sessions import agent_isolation, agent_plan
 from bot.cluster import check_cluster_key
 from bot.projects import AgentChoice, Project, build_projects
-from bot.state_location import refuse_inside_workspaces
 from bot.store import StoreError, open_store
+from bot.store.sqlite_file import refuse_inside_workspaces
 from bot.surface_registry import surface_entries, surfaces_nobody_can_use
 from config import ConfigError, Settings, valid_text
 

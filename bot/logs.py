@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
+import stamina
 from pydantic import BaseModel, SecretStr
 
 from acp import redact
@@ -176,6 +177,13 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    quiet_retry_library()
+
+
+def quiet_retry_library() -> None:
+    """Each of our retries logs its own sentence (and /metrics counts them): stamina's default
+    hooks would add a line per retry and a counter in prometheus-client's global registry."""
+    stamina.instrumentation.set_on_retry_hooks([])
 
 
 # ---- the asyncio loop boundary ---------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`Cluster` on the Redis server of the Redis state store (bot/cluster.py says what it is for).
+"""`Cluster` on the Redis server of the Redis state store (bot/cluster.py says what it is for;
+bot/cluster_choice.py builds it for a Redis store).
 
 Keys, beside the store's (all under `switchboard:`):
 - `replicas`: a sorted set, each replica scored by its last heartbeat (Redis' own clock, in ms);
@@ -21,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.cluster import Lease
-from bot.redis_store import PREFIX, RedisStateStore
+from bot.store import ScriptingStore
+from bot.store.redis_connection import PREFIX
 
 __all__ = ["RedisCluster"]
 
@@ -127,11 +129,12 @@ def _meta_key(name: str) -> str:
 
 
 class RedisCluster:
-    """Replicas coordinating through the Redis server `store` uses (its connection too)."""
+    """Replicas coordinating through the Redis server `store` uses (its connection too: the
+    Redis state store is a `ScriptingStore`)."""
 
     shared = True
 
-    def __init__(self, store: RedisStateStore, replica: str, ttl: float) -> None:
+    def __init__(self, store: ScriptingStore, replica: str, ttl: float) -> None:
         self._store = store
         self.replica = replica
         self.ttl = ttl

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import anyio
+import stamina
 
 __all__ = ["retry_start_up"]
 
@@ -37,13 +37,21 @@ async def retry_start_up(
 ) -> T:
     """`attempt()` until it succeeds, at most `attempts` times, pausing `first_pause` seconds
     after the first failure and twice as long after each next one."""
-    for number in range(1, attempts + 1):
-        try:
-            return await attempt()
-        except Exception as exc:
-            reason = retry_on(exc)
-            if reason is None or number == attempts:
+
+    async for trying in stamina.retry_context(
+        on=lambda exc: retry_on(exc) is not None,
+        attempts=attempts,
+        timeout=None,
+        wait_initial=first_pause,
+        wait_max=first_pause * 2 ** max(0, attempts - 2),
+        wait_jitter=0.0,
+    ):
+        with trying:
+            try:
+                return await attempt()
+            except Exception as exc:
+                reason = retry_on(exc)
+                if reason is not None and trying.num < attempts:
+                    logger.warning("%s: %s; retrying", surface, reason)
                 raise
-            logger.warning("%s: %s; retrying", surface, reason)
-        await anyio.sleep(first_pause * 2 ** (number - 1))
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -40,7 +40,7 @@ import aiohttp
 import anyio
 import redis
 
-from bot.redis_store import PREFIX as REDIS_PREFIX
+from bot.store.redis_connection import PREFIX as REDIS_PREFIX
 from surfaces.telegram.webhook import SECRET_HEADER
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack, SignedPoster

@@ -16,11 +16,14 @@ from typing import Any
 
 import pytest
 
+from bot.logs import quiet_retry_library
 from config import Settings
 from tests.fakes.mock_model import MockModelServer
 from tests.harness.clock import backend_for
 
 ROOT = Path(__file__).resolve().parent.parent
+
+quiet_retry_library()  # as `switchboard` configures its logging: our retries log their own lines
 FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_agent.py"
 
 # Tests that are not about isolation run their agents unsandboxed, as before issue 21: the

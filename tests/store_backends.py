@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.redis_store import RedisStateStore
 from bot.store import SqliteStateStore, StateStore
+from bot.store.redis import RedisStateStore
 
 # What every test replica on Redis signs its relays with (SWITCHBOARD_CLUSTER_KEY).
 CLUSTER_KEY = "test-cluster-key-" + "k" * 32

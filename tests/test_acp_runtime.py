@@ -28,7 +28,8 @@ from acp import (
     open_runtime,
 )
 from acp.agent_env import agent_environment
-from acp.runtime import STDERR_TAIL_BYTES, RuntimePool
+from acp.runtime import STDERR_TAIL_BYTES
+from acp.runtime_pool import RuntimePool
 from tests.acp_helpers import agent_spec as _spec
 from tests.acp_helpers import collect_turn as _turn
 from tests.acp_helpers import open_test_client as _client
@@ -262,10 +263,10 @@ async def test_the_pool_reuses_a_live_runtime_respawns_a_dead_one_and_discard_st
                 second = await pool.get(spec)
                 assert second is not first
                 assert second.runtime.alive and second.runtime.pid != first.runtime.pid
-                assert pool.runtime_for(spec) is second.runtime
+                assert pool.runtimes() == [second.runtime]  # only the new one is served
                 assert fake_agent.spawns() == 2
                 await pool.discard(spec)
-                assert pool.runtime_for(spec) is None
+                assert pool.runtimes() == []
                 assert second.runtime.process.returncode is not None
                 assert not pid_alive(second.runtime.pid)
             finally:

@@ -18,8 +18,8 @@ from bot.cluster import Lease, SurfaceLeases, conversation_lease, decode_event, 
 from bot.conversation import Binding
 from bot.notices import SHUTDOWN_NOTE
 from bot.redis_cluster import RedisCluster
-from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, LeaseLost
+from bot.store.redis import RedisStateStore
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, UserRef
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import (

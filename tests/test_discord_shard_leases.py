@@ -18,8 +18,8 @@ from aiohttp import web
 
 from bot.cluster import SurfaceLeases
 from bot.redis_cluster import RedisCluster
-from bot.redis_store import RedisStateStore
 from bot.store import StoreError
+from bot.store.redis import RedisStateStore
 from config.settings import DiscordSettings
 from surfaces.base import ChoiceAnswer, Inbound
 from surfaces.discord.adapter import DiscordSurface

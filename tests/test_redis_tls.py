@@ -16,8 +16,8 @@ import pytest
 
 from bot.conversation import Binding
 from bot.faults import log_fault
-from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, StateStore, StoreError, StoreUnavailable, open_store
+from bot.store.redis import RedisStateStore
 from surfaces.base import ConversationKey
 from tests.store_backends import RedisProcess
 

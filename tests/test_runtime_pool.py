@@ -1,8 +1,8 @@
-"""The runtime pool (acp/runtime.py `RuntimePool`) serving many (agent, workspace) runtimes against
-real fake-agent processes: many workspaces at once, one runtime per command line, the agent cap
-(the least recently used idle runtime stopped; with none idle a `get` waits and says so once, and
-the bot says it in the conversation), a lock per key (a slow start holds up nobody else), idle
-reaping per runtime, and one runtime's crash leaving the others alone."""
+"""The runtime pool (acp/runtime_pool.py `RuntimePool`) serving many (agent, workspace) runtimes
+against real fake-agent processes: many workspaces at once, one runtime per command line, the
+agent cap (the least recently used idle runtime stopped; with none idle a `get` waits and says so
+once, and the bot says it in the conversation), a lock per key (a slow start holds up nobody
+else), idle reaping per runtime, and one runtime's crash leaving the others alone."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import anyio.lowlevel
 import pytest
 
 from acp import AcpClient, AcpSession, PendingPermission, RuntimeSpec
-from acp.runtime import RuntimePool, pool_key
+from acp.runtime_pool import RuntimePool, pool_key
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store

@@ -21,7 +21,8 @@ from config import ConfigError
 from surfaces.base import ConversationKey
 from surfaces.slack import create_surface
 from surfaces.slack.adapter import SlackSurface
-from surfaces.slack.convert import message_from_event, press_from_payload, render
+from surfaces.slack.convert import message_from_event, press_from_payload
+from surfaces.slack.markup import render
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.slack_api import (

@@ -1,4 +1,4 @@
-"""The SQLite state file (bot/state_location.py): created private (0700 directories, 0600 file and
+"""The SQLite state file (bot/store/sqlite_file.py): created private (0700 directories, 0600 file and
 side files), looser ones of ours tightened with a warning, and refused inside a workspace by
 `switchboard run` (and failed by doctor) in one sentence naming SWITCHBOARD_STATE."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from bot.projects import build_projects
-from bot.state_location import refuse_inside_workspaces
 from bot.store import SqliteStateStore
+from bot.store.sqlite_file import refuse_inside_workspaces
 from config import ConfigError, load_settings
 from tests.conftest import FakeAgent
 
@@ -66,7 +66,7 @@ async def test_looser_files_of_ours_are_tightened_with_a_warning_and_the_directo
         older.commit()
         sides = [path.with_name("state.db-wal"), path.with_name("state.db-shm")]
         assert [mode(p) for p in [path, *sides]] == [0o644] * 3
-        caplog.set_level(logging.WARNING, logger="bot.state_location")
+        caplog.set_level(logging.WARNING, logger="bot.store.sqlite_file")
         store = SqliteStateStore(path)
         try:
             await store.check_writable()
@@ -76,7 +76,7 @@ async def test_looser_files_of_ours_are_tightened_with_a_warning_and_the_directo
     finally:
         older.close()
     assert mode(directory) == 0o755  # existed before: not Switchboard's to change
-    warned = [r.getMessage() for r in caplog.records if r.name == "bot.state_location"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "bot.store.sqlite_file"]
     assert warned == [
         f"the state file {p} was readable by other users (mode 644); it is private now"
         for p in [path, *sides]
@@ -89,14 +89,14 @@ async def test_a_directory_anyone_may_write_is_warned_about(
     directory = tmp_path / "open"
     directory.mkdir()
     directory.chmod(0o777)
-    caplog.set_level(logging.WARNING, logger="bot.state_location")
+    caplog.set_level(logging.WARNING, logger="bot.store.sqlite_file")
     store = SqliteStateStore(directory / "state.db")
     try:
         await store.check_writable()
     finally:
         await store.aclose()
     assert mode(directory / "state.db") == 0o600
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "bot.state_location"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "bot.store.sqlite_file"]
     assert (
         line
         == f"the state directory {directory} may be written by any user (mode 777); keep it private"

@@ -19,18 +19,24 @@ import anyio
 import pytest
 
 from bot.conversation import Binding, ConversationKey
-from bot.redis_store import PREFIX, RedisStateStore, redacted_url
 from bot.store import (
-    PURGE_INTERVAL,
     ApprovalRecord,
+    BackgroundWriter,
     DeliveryEntry,
+    FencedStore,
     JournalEntry,
+    OutageTolerantStore,
+    ScriptingStore,
     SqliteStateStore,
     StateStore,
     StoreError,
+    StoreWrapper,
+    inner_store,
     open_store,
 )
-from bot.store_outage import OutageTolerantStore
+from bot.store.redis import RedisStateStore
+from bot.store.redis_connection import PREFIX, redacted_url
+from bot.store.sqlite import PURGE_INTERVAL
 from config import ConfigError
 from tests.harness.clock import FakeClock
 from tests.store_backends import Backend
@@ -503,9 +509,26 @@ def test_open_store_on_redis_gives_the_redis_store_with_the_password_redacted(
     location: str, shown: str
 ) -> None:
     store = open_store(location)
-    assert isinstance(store, OutageTolerantStore)  # bot/store_outage.py: outages waited out
+    assert isinstance(store, OutageTolerantStore)  # bot/store/outage.py: outages waited out
     assert isinstance(store.inner, RedisStateStore)
     assert store.location == store.inner.location == shown == redacted_url(location)
+
+
+def test_a_stores_optional_abilities_are_told_by_isinstance(tmp_path: Path) -> None:
+    sqlite = open_store(str(tmp_path / "state.db"))
+    redis_store = open_store("redis://127.0.0.1:1/0")
+    abilities = (FencedStore, StoreWrapper, BackgroundWriter, ScriptingStore)
+    assert [isinstance(sqlite, ability) for ability in abilities] == [False] * 4
+    assert [isinstance(redis_store, ability) for ability in abilities] == [
+        False,  # the fence and the cluster's scripts reach the backend itself, not the wrapper
+        True,
+        True,
+        False,
+    ]
+    backend = inner_store(redis_store)
+    assert isinstance(backend, RedisStateStore) and inner_store(sqlite) is sqlite
+    assert isinstance(backend, FencedStore) and isinstance(backend, ScriptingStore)
+    assert not isinstance(backend, BackgroundWriter)
 
 
 @pytest.mark.anyio

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bot.faults import store_full_sentence
-from bot.redis_store import RedisStateStore
 from bot.store import DeliveryEntry, StoreFull, open_store
+from bot.store.redis import RedisStateStore
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+import stamina
 
-import bot.redis_store
-import bot.store_outage
+import bot.store.kept_writes
+import bot.store.redis_connection
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.faults import STORE_UNAVAILABLE, fault_sentence
-from bot.redis_store import RedisStateStore
-from bot.store import DeliveryEntry, JournalEntry, StoreUnavailable, open_store
-from bot.store_outage import OutageTolerantStore
+from bot.store import DeliveryEntry, JournalEntry, OutageTolerantStore, StoreUnavailable, open_store
+from bot.store.redis import RedisStateStore
 from config import load_settings
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
@@ -42,6 +42,14 @@ def server(tmp_path: Path) -> Iterator[RedisProcess]:
         yield own
     finally:
         own.stop()
+
+
+@pytest.fixture
+def no_backoff() -> Iterator[None]:
+    """stamina's test mode, for tests whose point is not the waiting: a call the store does not
+    answer is tried once more at once, then given up on."""
+    with stamina.set_testing(True):
+        yield
 
 
 def entry(entry_id: str, text: str = "the answer") -> DeliveryEntry:
@@ -87,12 +95,13 @@ async def test_reads_of_the_ledger_count_what_is_kept_before_it_is_written(
         server.stop()
         await store.ledger_put(entry("e-1"), closes_turn="turn-1")
         server.start()
-        store._flushing = True  # as while another task writes them: the read must not wait for it
+        # As while another task writes them: the read must not wait for it.
+        store.kept_writes._flushing = True
         try:
             assert [e.entry_id for e in await store.ledger_pending()] == ["e-1"]
             assert await store.journal_open_turns() == []
         finally:
-            store._flushing = False
+            store.kept_writes._flushing = False
         with server.raw() as raw:
             assert raw.hlen("switchboard:ledger") == 0  # not yet written: the view was the overlay
     finally:
@@ -168,6 +177,7 @@ class _AnswerLostOnce(RedisStateStore):
         return won
 
 
+@pytest.mark.usefixtures("no_backoff")
 async def test_a_claim_whose_answer_was_lost_is_won_by_its_retry_not_dropped(
     server: RedisProcess,
 ) -> None:
@@ -199,7 +209,7 @@ async def test_the_redis_store_reconnects_by_itself_after_a_restart(server: Redi
 async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bot.redis_store, "TIMEOUT", 0.3)
+    monkeypatch.setattr(bot.store.redis_connection, "TIMEOUT", 0.3)
     store = RedisStateStore(server.url)
     try:
         await store.check_writable()
@@ -217,8 +227,8 @@ async def test_a_silent_redis_is_given_up_on_after_the_bounded_timeout(
 async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_line(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(bot.store_outage, "KEEP_LIMIT", 3)
-    caplog.set_level(logging.WARNING, logger="bot.store_outage")
+    monkeypatch.setattr(bot.store.kept_writes, "KEEP_LIMIT", 3)
+    caplog.set_level(logging.WARNING, logger="bot.store.kept_writes")
     store = wrapped(server)
     try:
         server.stop()
@@ -239,7 +249,7 @@ async def test_kept_writes_are_bounded_and_the_oldest_is_dropped_with_an_error_l
 async def test_what_is_still_kept_at_shutdown_is_named_in_an_error_line(
     server: RedisProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="bot.store_outage")
+    caplog.set_level(logging.ERROR, logger="bot.store.kept_writes")
     store = wrapped(server)
     server.stop()
     await store.ledger_put(entry("e-1"))
@@ -256,6 +266,19 @@ def test_state_wait_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().state_wait == 2.5
 
 
+@pytest.mark.usefixtures("no_backoff")
+async def test_in_stamina_test_mode_a_call_during_an_outage_fails_at_once(
+    server: RedisProcess,
+) -> None:
+    store = wrapped(server, wait=300)  # past the per-test timeout: only the test mode ends it
+    try:
+        server.stop()
+        with pytest.raises(StoreUnavailable, match="waited 300 s"):
+            await store.get_place(KEY)
+    finally:
+        await store.aclose()
+
+
 def test_open_store_wraps_redis_with_the_wait_it_is_given() -> None:
     store = open_store("redis://127.0.0.1:1/0", wait=2.5)
     assert isinstance(store, OutageTolerantStore)
@@ -268,6 +291,7 @@ def test_open_store_wraps_redis_with_the_wait_it_is_given() -> None:
 SLOW_TURN = script({"chunk": "working "}, {"sleep": 1.5}, {"chunk": "done"})
 
 
+@pytest.mark.usefixtures("no_backoff")
 async def test_a_turn_finishes_through_an_outage_and_a_message_while_down_gets_one_sentence(
     server: RedisProcess, tmp_path: Path, fake_agent: FakeAgent, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -15,17 +15,16 @@ import pytest
 
 from bot.commands import command_menu
 from config import Settings
-from surfaces.base import ConversationKey
+from surfaces.base import ConversationKey, Inbound
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.telegram.adapter import TelegramSurface
 from surfaces.telegram.convert import (
     BotIdentity,
     GroupGate,
-    html_to_plain,
-    inbound_from_update,
-    markdown_to_html,
+    received_from_update,
     strip_mention,
 )
+from surfaces.telegram.markup import html_to_plain, markdown_to_html
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
@@ -499,8 +498,12 @@ def test_group_messages_count_only_when_addressed_to_the_bot() -> None:
         }
         return {"update_id": 5, "message": message}
 
+    def inbound_from_update(data: dict[str, Any]) -> Inbound | None:
+        received = received_from_update(data, ME, gate)
+        return received.inbound() if received is not None and received.addressed else None
+
     def text_of(data: dict[str, Any]) -> str | None:
-        inbound = inbound_from_update(data, ME, gate)
+        inbound = inbound_from_update(data)
         return inbound.text if inbound else None
 
     assert text_of(update("hello all")) is None  # the topic's root is not "a reply to us"
@@ -515,13 +518,13 @@ def test_group_messages_count_only_when_addressed_to_the_bot() -> None:
     assert text_of(update("/help")) == "/help"
     assert text_of(update("/start")) is None  # bare, and not one of ours
     assert text_of(update("/help@other_bot")) is None
-    inbound = inbound_from_update(update(f"@{BOT_USERNAME} go"), ME, gate)
+    inbound = inbound_from_update(update(f"@{BOT_USERNAME} go"))
     assert inbound is not None
     assert inbound.key == ConversationKey("telegram", str(GROUP), "7")
     assert (inbound.user.id, inbound.user.name, inbound.event_id) == (str(ALICE.id), "Alice", "5")
     elsewhere = update(f"@{BOT_USERNAME} go")
     elsewhere["message"]["chat"] = {"id": OTHER_GROUP, "type": "supergroup"}
-    assert inbound_from_update(elsewhere, ME, gate) is None
+    assert inbound_from_update(elsewhere) is None
     assert strip_mention(f"/model@{BOT_USERNAME} large", BOT_USERNAME) == "/model large"
 
 

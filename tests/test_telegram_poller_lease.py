@@ -16,7 +16,7 @@ from aiohttp import web
 
 from bot.cluster import SurfaceLeases
 from bot.redis_cluster import RedisCluster
-from bot.redis_store import RedisStateStore
+from bot.store.redis import RedisStateStore
 from config.settings import TelegramSettings
 from surfaces.base import ChoiceAnswer, Inbound
 from surfaces.telegram.adapter import TelegramSurface

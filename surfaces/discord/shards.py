@@ -2,8 +2,8 @@
 
 With the cluster's leases (`surfaces.base.ClusterLeases`), shard `i` of `N` belongs to
 `replicas()[i % n]` (the alive replicas' sorted ids, the same list on every replica), and the
-replica connects it only while it holds the lease `discord-shard:<application id>:<i>`. Every
-`ttl / 3` seconds each replica reads the replica set and:
+replica connects it only while it holds the lease `discord-shard:<application id>:<i>`. The rounds
+of holding are `surfaces.lease_follow`'s: each reads the replica set, so a replica
 
 - lets go of a shard no longer its own (a replica joined) once it has disconnected it, so the
   new owner can take it at once;
@@ -21,10 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-import anyio
-
 from surfaces.base import ClusterLeases
-from surfaces.errors import LeasesUnavailable
+from surfaces.lease_follow import LeaseFollower
 
 log = logging.getLogger(__name__)
 
@@ -56,89 +54,42 @@ class ShardLeases:
         stop_timeout: float,
     ) -> None:
         self._leases = leases
-        self._application = application_id
         self.shard_count = shard_count
         self._connect = connect
-        self._stop_timeout = stop_timeout
-        self.connected: frozenset[int] = frozenset()
-        self._held_at: dict[int, float] = {}  # shard -> when its last successful hold was asked
-        self._outage = False
+        self._by_name = {shard_lease_name(application_id, i): i for i in range(shard_count)}
+        self._follower = LeaseFollower(
+            leases,
+            wanted=self._share,
+            apply=self._apply,
+            stop_timeout=stop_timeout,
+            label="discord",
+        )
 
-    def _name(self, shard: int) -> str:
-        return shard_lease_name(self._application, shard)
+    @property
+    def connected(self) -> frozenset[int]:
+        return self._shards(self._follower.active)
 
     async def run(self) -> None:
         """Until cancelled; then disconnect every shard and let their leases go (bounded)."""
-        try:
-            while True:
-                asked = anyio.current_time()
-                await self._round(asked)
-                wake = asked + self._leases.ttl / 3
-                if self._held_at:
-                    wake = min(wake, min(self._held_at.values()) + self._leases.ttl)
-                await anyio.sleep_until(max(wake, anyio.current_time() + 0.01))
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self._stop_timeout):
-                self.connected = await self._connect(frozenset())
-                for shard in sorted(set(self._held_at) - self.connected):
-                    await self._let_go(shard)
+        await self._follower.run()
 
-    async def _round(self, asked: float) -> None:
-        mine = await self._share()
-        if mine is not None:
-            for shard in sorted(mine | self.connected):
-                held = await self._hold(shard)
-                if held is None:
-                    break
-                if held:
-                    self._held_at[shard] = asked
-                else:
-                    self._held_at.pop(shard, None)
-        now = anyio.current_time()
-        live = {shard for shard, at in self._held_at.items() if now < at + self._leases.ttl}
-        for shard in set(self._held_at) - live:
-            del self._held_at[shard]  # expired in the store by now: no longer ours to connect
-        target = frozenset(live if mine is None else live & mine)
-        if target != self.connected:
-            before = self.connected
-            with anyio.CancelScope(shield=True):  # a client restart is not left half done
-                self.connected = await self._connect(target)
-            log.info(
-                "discord: shards %s of %d connected here (were %s)",
-                sorted(self.connected),
-                self.shard_count,
-                sorted(before),
-            )
-        for shard in sorted(live - self.connected - (mine or frozenset())):
-            await self._let_go(shard)  # disconnected, and another replica's now
+    def _shards(self, names: frozenset[str]) -> frozenset[int]:
+        return frozenset(self._by_name[name] for name in names if name in self._by_name)
 
-    async def _share(self) -> frozenset[int] | None:
-        try:
-            alive = await self._leases.replicas()
-        except LeasesUnavailable as exc:
-            self._unavailable(exc)
-            return None
-        return share_of(self._leases.replica, alive, self.shard_count)
+    def _names(self, shards: frozenset[int]) -> frozenset[str]:
+        return frozenset(name for name, shard in self._by_name.items() if shard in shards)
 
-    async def _hold(self, shard: int) -> bool | None:
-        try:
-            held = await self._leases.hold(self._name(shard))
-        except LeasesUnavailable as exc:
-            self._unavailable(exc)
-            return None
-        if self._outage:
-            log.info("discord: the cluster's leases are reachable again")
-            self._outage = False
-        return held
+    async def _share(self) -> frozenset[str]:
+        alive = await self._leases.replicas()
+        return self._names(share_of(self._leases.replica, alive, self.shard_count))
 
-    async def _let_go(self, shard: int) -> None:
-        self._held_at.pop(shard, None)
-        try:
-            await self._leases.let_go(self._name(shard))
-        except LeasesUnavailable as exc:  # it expires on its own within the TTL
-            log.warning("discord: could not let shard %d's lease go: %s", shard, exc.reason)
-
-    def _unavailable(self, exc: LeasesUnavailable) -> None:
-        if not self._outage:
-            log.warning("discord: the cluster's leases are unavailable: %s", exc.reason)
-        self._outage = True
+    async def _apply(self, held: frozenset[str]) -> frozenset[str]:
+        before = self.connected
+        now = await self._connect(self._shards(held))
+        log.info(
+            "discord: shards %s of %d connected here (were %s)",
+            sorted(now),
+            self.shard_count,
+            sorted(before),
+        )
+        return self._names(now)

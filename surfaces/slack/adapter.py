@@ -67,7 +67,6 @@ from surfaces.slack.convert import (
     closed_choice_blocks,
     message_from_event,
     press_from_payload,
-    render,
 )
 from surfaces.slack.errors import (
     BAD_TOKEN,
@@ -79,6 +78,7 @@ from surfaces.slack.errors import (
 )
 from surfaces.slack.files import MAX_UPLOAD_BYTES, file_from_ref, incoming, upload
 from surfaces.slack.home import Home
+from surfaces.slack.markup import render
 from surfaces.slack.receivers import run_http, run_socket_mode
 from surfaces.slack.streams import STREAM_IDLE, STREAM_MAX_AGE, NativeStreams
 from surfaces.slack.web_api import WebApi

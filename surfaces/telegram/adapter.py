@@ -62,7 +62,6 @@ from surfaces.telegram.convert import (
     choice_rows,
     command_menu,
     fits_callback_data,
-    markdown_to_html,
     press_from_update,
     received_from_update,
 )
@@ -73,6 +72,7 @@ from surfaces.telegram.files import (
     MAX_UPLOAD_BYTES,
     FileTransfers,
 )
+from surfaces.telegram.markup import markdown_to_html
 from surfaces.telegram.menus import AgentMenus
 from surfaces.telegram.messages import MessageCalls
 from surfaces.telegram.poller import PollerLease, poller_lease_name

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import anyio.abc
+import stamina
 from telegram import Bot, BotCommand, BotCommandScopeChat
 
 from surfaces.base import MenuCommand
@@ -75,26 +76,30 @@ class AgentMenus:
             self._tg.start_soon(self._sync, chat)
 
     async def _sync(self, chat: int) -> None:
-        waits = 0
         try:
             while (menu := self._wanted.get(chat)) is not None and self._sent.get(
                 chat
             ) != menu.entries:
                 async with self._one_at_a_time:
                     try:
-                        await self._send(chat, menu)
-                        self._sent[chat] = menu.entries
-                    except RateLimited as exc:
-                        waits += 1
-                        if waits > MAX_RATE_WAITS:
-                            log.warning("telegram: gave up on the command menu of chat %s", chat)
-                            return
-                        await anyio.sleep(exc.retry_after)
+                        await self._send_waiting_out_429s(chat, menu)
+                    except RateLimited:
+                        log.warning("telegram: gave up on the command menu of chat %s", chat)
+                        return
                     except SurfaceError as exc:
                         log.warning("telegram: no command menu for chat %s: %s", chat, exc)
                         return
+                self._sent[chat] = menu.entries
         finally:
             self._syncing.discard(chat)
+
+    async def _send_waiting_out_429s(self, chat: int, menu: AgentMenu) -> None:
+        """Called holding the lock, so a 429's wait holds every chat's menu back."""
+        async for trying in stamina.retry_context(
+            on=_rate_limit_wait, attempts=MAX_RATE_WAITS + 1, timeout=None
+        ):
+            with trying:
+                await self._send(chat, menu)
 
     async def _send(self, chat: int, menu: AgentMenu) -> None:
         bot = await self._bot()
@@ -104,3 +109,8 @@ class AgentMenus:
                 scope=BotCommandScopeChat(chat),
             )
         )
+
+
+def _rate_limit_wait(exc: Exception) -> float | bool:
+    """A 429 is waited out for as long as Telegram says; nothing else is retried here."""
+    return exc.retry_after if isinstance(exc, RateLimited) else False

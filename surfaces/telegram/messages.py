@@ -17,8 +17,8 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, Message, Rep
 from telegram.constants import ParseMode
 
 from surfaces.pacing import Pacing
-from surfaces.telegram.convert import html_to_plain
 from surfaces.telegram.errors import BOT_API, NotModified, Unparsable
+from surfaces.telegram.markup import html_to_plain
 
 __all__ = ["MessageCalls"]
 
