@@ -29,8 +29,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -43,7 +41,17 @@ import anyio
 
 from tests.conftest import FAST_ENV, ROOT
 from tests.fakes.telegram_api import FakeBotApi, People, User
-from tests.store_backends import RedisProcess, _free_port
+from tests.harness.process import (
+    START_TIMEOUT,
+    clean_environ,
+    free_port,
+    kill_pids,
+    port_open,
+    spawn_run,
+    stop_run,
+)
+from tests.harness.telegram import telegram_env, webhook_env, webhook_set, webhook_url
+from tests.store_backends import RedisProcess
 
 ALICE = People().alice  # the requester: an allowed user
 BOB = People().bob  # another allowed user, not an approver
@@ -57,7 +65,6 @@ DASHBOARD_TOKEN = "dashboard-token-5a7c9e1b3d"
 DASHBOARD_DIGEST = hashlib.sha256(DASHBOARD_TOKEN.encode()).hexdigest()
 REPLICA = "r0"
 NOT_SHOWN = frozenset({"getMe", "getUpdates", "setWebhook", "deleteWebhook", "getWebhookInfo"})
-START_TIMEOUT = 40.0
 STOP_TIMEOUT = 15.0
 FAKES = ROOT / "tests" / "fakes"
 # The agent and its attacker run on this interpreter's real file (stdlib only): a directory the
@@ -247,11 +254,7 @@ class AttackRun:
 
 
 def base_env(run: AttackRun) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SWITCHBOARD_", "FAKE_AGENT", "PYTHON"))
-    }
+    env = clean_environ("PYTHON")
     agent = [
         AGENT_PYTHON,
         str(run.attack_dir / "fake_agent.py"),
@@ -270,9 +273,7 @@ def base_env(run: AttackRun) -> dict[str, str]:
         "SWITCHBOARD_AGENT_COMMAND": shlex.join(agent),
         "SWITCHBOARD_APPROVAL_TIMEOUT": "120",
         "SWITCHBOARD_REPLICA_ID": REPLICA,
-        "SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN,
-        "SWITCHBOARD_TELEGRAM__API_URL": run.api.url,
-        "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": f"{ALICE.id},{BOB.id}",
+        **telegram_env(run.api, ALICE, BOB),  # the fake API was made with TELEGRAM_TOKEN
         "SWITCHBOARD_TELEGRAM__WEBHOOK_SECRET": WEBHOOK_SECRET,
         "SWITCHBOARD_DASHBOARD__ENABLED": "true",
         "SWITCHBOARD_DASHBOARD__ALLOWED_USERS": "alice",
@@ -285,13 +286,9 @@ def base_env(run: AttackRun) -> dict[str, str]:
         )
         env["SWITCHBOARD_CLUSTER_KEY"] = CLUSTER_KEY
     if run.deployment.receiving == "webhook":
-        port = _free_port()
-        run.webhook_url = f"http://127.0.0.1:{port}/telegram"
-        env |= {
-            "SWITCHBOARD_TELEGRAM__WEBHOOK_URL": run.webhook_url,
-            "SWITCHBOARD_TELEGRAM__WEBHOOK_LISTEN": "127.0.0.1",
-            "SWITCHBOARD_TELEGRAM__WEBHOOK_PORT": str(port),
-        }
+        port = free_port()
+        run.webhook_url = webhook_url(port)
+        env |= webhook_env(port, WEBHOOK_SECRET)
     return env
 
 
@@ -329,44 +326,20 @@ def our_agents(workspace: Path) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
-def _spawn(run: AttackRun) -> None:
-    with run.log_path.open("ab") as out:
-        run.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "run"],
-            env=run.env,
-            cwd=run.root,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C of the test run is ours to pass on
-        )
-
-
 async def _wait_receiving(run: AttackRun) -> None:
     def receiving() -> bool:
         if run.deployment.receiving == "polling":
             return bool(run.api.calls_to("getUpdates"))
-        if run.webhook_url not in [c.params.get("url") for c in run.api.calls_to("setWebhook")]:
-            return False
         port = int(run.env["SWITCHBOARD_TELEGRAM__WEBHOOK_PORT"])
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
+        return webhook_set(run.api, run.webhook_url) and port_open(port)
 
     await run.wait_for(receiving, "switchboard to receive updates", START_TIMEOUT)
 
 
 async def _stop(run: AttackRun) -> None:
-    proc = run.proc
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            await anyio.to_thread.run_sync(proc.wait, STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for pid in our_agents(run.workspace):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    if run.proc is not None:
+        await stop_run(run.proc, STOP_TIMEOUT)
+    kill_pids(our_agents(run.workspace))
 
 
 @asynccontextmanager
@@ -391,7 +364,7 @@ async def attack_run(
             run.redis.start()
         await api.start()
         run.env = base_env(run) | (env or {})
-        _spawn(run)
+        run.proc = spawn_run(run.env, run.root, run.log_path)
         await _wait_receiving(run)
         yield run
     finally:

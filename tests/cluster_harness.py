@@ -27,11 +27,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -44,16 +41,27 @@ import anyio
 import redis
 
 from bot.store.redis_connection import PREFIX as REDIS_PREFIX
+from surfaces.telegram.webhook import SECRET_HEADER
 from tests.conftest import FAST_ENV, ROOT, FakeAgent, pid_alive, script
-from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlack, SignedPoster
+from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack, SignedPoster
 from tests.fakes.telegram_api import FakeBotApi, User
-from tests.store_backends import CLUSTER_KEY, RedisProcess, _free_port
+from tests.harness.process import (
+    START_TIMEOUT,
+    clean_environ,
+    free_port,
+    kill_pids,
+    kill_run,
+    port_open,
+    spawn_run,
+    stop_run,
+)
+from tests.harness.slack import slack_env
+from tests.harness.telegram import telegram_env, webhook_env, webhook_set
+from tests.store_backends import CLUSTER_KEY, RedisProcess
 
 Surface = Literal["telegram", "slack"]
 WEBHOOK_SECRET = "failover-webhook-secret"
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 SLACK_EVENTS_PATH = "/slack/events"
-START_TIMEOUT = 40.0  # a replica up and receiving (two cores shared by several suites)
 STOP_TIMEOUT = 10.0
 
 
@@ -173,21 +181,18 @@ class Cluster:
         """SIGKILL: no shutdown, no goodbyes; its agents lose their stdin and go."""
         assert replica.proc is not None
         replica.killed = True
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(replica.proc.pid, signal.SIGKILL)
-        replica.proc.wait(timeout=STOP_TIMEOUT)
+        kill_run(replica.proc, STOP_TIMEOUT)
 
     async def stop(self, replica: Replica, timeout: float = STOP_TIMEOUT) -> int:
         """SIGTERM, as an orchestrator stops a replica; its exit status, or a `ClusterTimeout`
         (and then SIGKILL) when it did not exit within `timeout` seconds."""
         assert replica.proc is not None
-        replica.proc.send_signal(signal.SIGTERM)
-        try:
-            return await anyio.to_thread.run_sync(replica.proc.wait, timeout)
-        except subprocess.TimeoutExpired:
-            self.kill(replica)
+        code = await stop_run(replica.proc, timeout)
+        if code is None:
+            replica.killed = True
             what = f"replica {replica.name} to exit on SIGTERM"
-            raise ClusterTimeout(what, timeout, self.logs()) from None
+            raise ClusterTimeout(what, timeout, self.logs())
+        return code
 
     def stop_redis(self) -> None:
         self.redis.stop()
@@ -287,18 +292,13 @@ class Cluster:
         for index in range(count):
             name = f"r{index}"
             agent = FakeAgent(self.root / f"agent-{name}.jsonl", self.agent_state)
-            port = _free_port()
+            port = free_port()
             replica_env = env | {
                 "SWITCHBOARD_REPLICA_ID": name,
                 "SWITCHBOARD_AGENT_COMMAND": agent.command(*agent_options),
             }
             if self.surface == "telegram":
-                replica_env |= {
-                    "SWITCHBOARD_TELEGRAM__WEBHOOK_URL": f"http://127.0.0.1:{port}/telegram",
-                    "SWITCHBOARD_TELEGRAM__WEBHOOK_SECRET": WEBHOOK_SECRET,
-                    "SWITCHBOARD_TELEGRAM__WEBHOOK_LISTEN": "127.0.0.1",
-                    "SWITCHBOARD_TELEGRAM__WEBHOOK_PORT": str(port),
-                }
+                replica_env |= webhook_env(port, WEBHOOK_SECRET)
             else:
                 replica_env |= {"SWITCHBOARD_SLACK__PORT": str(port)}
             replica = Replica(name, port, agent, self.root / f"replica-{name}.log", replica_env)
@@ -308,27 +308,14 @@ class Cluster:
             await self._wait_receiving(replica)
 
     def _spawn(self, replica: Replica) -> None:
-        with replica.log_path.open("ab") as out:
-            replica.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot", "run"],
-                env=replica.env,
-                cwd=self.workspace,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C of the test run is ours to pass on
-            )
+        replica.proc = spawn_run(replica.env, self.workspace, replica.log_path)
 
     async def _wait_receiving(self, replica: Replica) -> None:
         def receiving() -> bool:
             assert replica.alive, f"replica {replica.name} exited:\n{replica.log_tail(30)}"
-            if self.surface == "telegram":
-                registered = [c.params.get("url") for c in self.api.calls_to("setWebhook")]
-                if replica.url not in registered:
-                    return False
-            with socket.socket() as probe:
-                probe.settimeout(0.5)
-                return probe.connect_ex(("127.0.0.1", replica.port)) == 0
+            if self.surface == "telegram" and not webhook_set(self.api, replica.url):
+                return False
+            return port_open(replica.port)
 
         await self.wait_for(receiving, f"replica {replica.name} to receive", START_TIMEOUT)
 
@@ -345,13 +332,9 @@ class Cluster:
                 try:
                     await anyio.to_thread.run_sync(replica.proc.wait, left)
                 except subprocess.TimeoutExpired:
-                    replica.proc.kill()
-                    replica.proc.wait()
+                    kill_run(replica.proc, STOP_TIMEOUT)
             for replica in self.replicas:  # agents of a killed replica that outlived it
-                for pid in replica.agent.pids():
-                    if pid_alive(pid):
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
+                kill_pids([pid for pid in replica.agent.pids() if pid_alive(pid)])
             for poster in self._posters.values():
                 await poster.aclose()
             if self._http is not None:
@@ -362,11 +345,7 @@ class Cluster:
 def replica_env(
     cluster: Cluster, *, users: Sequence[str], approvers: Sequence[str], lease_ttl: float
 ) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_", "PYTHON"))
-    }
+    env = clean_environ("SLACK_", "PYTHON")
     env |= FAST_ENV | {
         "PYTHONPATH": str(ROOT),
         "SWITCHBOARD_STATE": cluster.redis.url,
@@ -377,21 +356,11 @@ def replica_env(
         "SWITCHBOARD_AGENT": "kiro",
     }
     if cluster.surface == "telegram":
-        env |= {
-            "SWITCHBOARD_TELEGRAM__TOKEN": cluster.api.token,
-            "SWITCHBOARD_TELEGRAM__API_URL": cluster.api.url,
-            "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": ",".join(users),
-            "SWITCHBOARD_TELEGRAM__APPROVERS": ",".join(approvers),
-        }
+        env |= telegram_env(cluster.api, *users)
+        env["SWITCHBOARD_TELEGRAM__APPROVERS"] = ",".join(approvers)
     else:
-        env |= {
-            "SWITCHBOARD_SLACK__BOT_TOKEN": BOT_TOKEN,
-            "SWITCHBOARD_SLACK__SIGNING_SECRET": SIGNING_SECRET,
-            "SWITCHBOARD_SLACK__API_URL": cluster.slack.api_url,
-            "SWITCHBOARD_SLACK__LISTEN": "127.0.0.1",
-            "SWITCHBOARD_SLACK__ALLOWED_USERS": ",".join(users),
-            "SWITCHBOARD_SLACK__APPROVERS": ",".join(approvers),
-        }
+        env |= slack_env(cluster.slack, "http", *users)  # each replica's port: start_replicas
+        env["SWITCHBOARD_SLACK__APPROVERS"] = ",".join(approvers)
     return env
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 from bot.logs import quiet_retry_library
 from config import Settings
 from tests.fakes.mock_model import MockModelServer
+from tests.harness.clock import backend_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,15 +72,17 @@ FAST_ENV = {
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* or FAKE_AGENT* setting of the caller's shell leaks into a test."""
+    """No SWITCHBOARD_*, FAKE_AGENT* or SLACK_* (read by slack_sdk) setting of the caller's shell
+    leaks into a test."""
     for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT")):
+        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_")):
             monkeypatch.delenv(name)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    """asyncio, or trio in virtual time for a test marked `tests.harness.clock.virtual_time`."""
+    return backend_for(getattr(request, "param", None))
 
 
 def script(*steps: dict[str, Any]) -> str:
@@ -170,6 +174,16 @@ def fake_agent(tmp_path: Path) -> FakeAgent:
     state = tmp_path / "agent-state"
     state.mkdir()
     return FakeAgent(log_path=tmp_path / "agent-log.jsonl", state_dir=state)
+
+
+@pytest.fixture
+def reap_agents(fake_agent: FakeAgent) -> Iterator[None]:
+    """A SIGKILLed switchboard cannot stop its agent; the agent ends at stdin EOF, and whatever is
+    left when a test fails is killed here."""
+    yield
+    for pid in fake_agent.pids():
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

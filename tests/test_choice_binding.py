@@ -7,12 +7,9 @@ the real `switchboard run` on the Telegram fake, killed with SIGKILL while a car
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ import pytest
 from bot.permissions import NOT_PENDING, WITHDRAWN, WRONG_CONVERSATION
 from bot.store import ApprovalRecord, SqliteStateStore
 from surfaces.base import ConversationKey
-from tests.conftest import FakeAgent, pid_alive
+from tests.conftest import FakeAgent
 from tests.engine_helpers import (
     CHAT,
     ScriptedSurface,
@@ -33,12 +30,14 @@ from tests.engine_helpers import (
     wait_for,
 )
 from tests.fakes.telegram_api import FakeBotApi, Message
+from tests.harness.process import run_env
+from tests.harness.telegram import serving, switchboard_run, telegram_env
 from tests.store_backends import Backend
 from tests.test_engine import permission_outcomes
 from tests.test_stop_button import _started
-from tests.test_telegram import ALICE, BOB, CAROL, GROUP, serving, settings_for
+from tests.test_telegram import ALICE, BOB, CAROL, GROUP, settings_for
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env", "reap_agents")]
 
 
 @pytest.fixture
@@ -149,42 +148,12 @@ async def test_pending_approvals_list_with_their_card_and_replica_on_every_store
 def env(
     cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, workspace: Path
 ) -> dict[str, str]:
-    return cli_env | {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),  # the state file stays outside it
-        "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
-        "SWITCHBOARD_TELEGRAM__API_URL": api.url,
-        "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
-        "SWITCHBOARD_HTTP__PORT": "off",
-    }
-
-
-@pytest.fixture(autouse=True)
-def _no_orphaned_agents(fake_agent: FakeAgent) -> Iterator[None]:
-    yield
-    for pid in fake_agent.pids():
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-@asynccontextmanager
-async def switchboard_run(env: dict[str, str], api: FakeBotApi, cwd: Path) -> AsyncIterator[Any]:
-    polls_before = len(api.calls_to("getUpdates"))
-    command = [sys.executable, "-m", "bot", "run"]
-    async with await anyio.open_process(command, env=env, cwd=cwd) as process:
-        try:
-            await wait_for(
-                lambda: len(api.calls_to("getUpdates")) > polls_before, "the bot to poll", 20
-            )
-            yield process
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(10):
-                    assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    return (
+        cli_env
+        | run_env(fake_agent, workspace)  # the state file stays outside the workspace
+        | telegram_env(api, ALICE)
+        | {"SWITCHBOARD_HTTP__PORT": "off"}
+    )
 
 
 async def _noted(state: Path) -> None:

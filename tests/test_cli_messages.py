@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import signal
+import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
 ANTHROPIC_KEY = "sk-ant-api03-Xq7vB2mN9kLp4RtY8wZc1Df6Gh3Jk5Ls0Qe"
 TELEGRAM_TOKEN = "123456789:" + "A" * 35  # shaped like a real one, so doctor's shape check passes
@@ -294,24 +294,14 @@ def test_doctor_passes_a_surface_with_someone_allowed(run_cli, fake_agent):
 async def test_run_warns_on_stderr_that_nobody_can_use_a_surface_and_keeps_running(
     tmp_path: Path, workspace: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
-    env = cli_env | {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-    }
+    env = cli_env | run_env(fake_agent, workspace)
+    stderr_path = tmp_path / "run.stderr"
     async with FakeBotApi() as api:
-        env |= {"SWITCHBOARD_TELEGRAM__TOKEN": api.token, "SWITCHBOARD_TELEGRAM__API_URL": api.url}
-        command = [sys.executable, "-m", "bot", "run"]
-        async with await anyio.open_process(command, env=env, cwd=tmp_path) as process:
-            try:
-                await wait_for(lambda: api.calls_to("getUpdates"), "the bot to poll", 20)
-                process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(10):
-                    assert await process.wait() == 0
-            finally:
-                if process.returncode is None:
-                    process.kill()
-            assert process.stderr is not None
-            stderr = (await process.stderr.receive(65536)).decode()
+        env |= telegram_env(api)  # and no SWITCHBOARD_TELEGRAM__ALLOWED_USERS
+        with stderr_path.open("wb") as sink:
+            async with switchboard_run(env, api, tmp_path, stdout=subprocess.DEVNULL, stderr=sink):
+                pass
+    stderr = stderr_path.read_text()
     assert (
         "Warning: Telegram is configured but SWITCHBOARD_TELEGRAM__ALLOWED_USERS is empty: "
         "nobody can use it." in stderr

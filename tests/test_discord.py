@@ -5,8 +5,6 @@ agent as a real subprocess. Plus the pure conversions (mentions, Markdown, comma
 from __future__ import annotations
 
 import re
-import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,8 +33,16 @@ from surfaces.discord.spending import EDIT, NEW_MESSAGE, Spending
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.pacing import GlobalBudget
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
-from tests.engine_helpers import engine_settings, running_app, wait_for
+from tests.engine_helpers import engine_settings, wait_for
 from tests.fakes.discord_api import COMPONENT, FakeDiscord, Guild, User
+from tests.harness.discord import (
+    discord_access,
+    discord_env,
+    fast_surface,
+    serving,
+    switchboard_run,
+)
+from tests.harness.process import run_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -84,25 +90,9 @@ async def discord_bot(
     agent_options: tuple[str, ...] = (),
     **discord: Any,
 ) -> AsyncIterator[tuple[BotApp, DiscordSurface]]:
-    fake = world.fake
-    settings = engine_settings(
-        tmp_path,
-        fake_agent,
-        *agent_options,
-        discord={
-            "token": fake.token,
-            "api_url": fake.api_url,
-            "gateway_url": fake.gateway_url,
-            "allowed_users": [world.alice.id, world.bob.id],
-            "approvers": [world.carol.id],
-            **discord,
-        },
-    )
-    surface = DiscordSurface(
-        settings.discord, min_edit_interval=min_edit_interval, guild_ready_timeout=0.05
-    )
-    async with running_app(settings, surface) as app:  # type: ignore[arg-type]
-        await wait_for(surface.is_ready, "discord.py to connect and load the guild")
+    access = discord_access(world.fake, world.alice, world.bob, approvers=[world.carol.id])
+    settings = engine_settings(tmp_path, fake_agent, *agent_options, discord=access | discord)
+    async with serving(settings, min_edit_interval=min_edit_interval) as (app, surface):
         yield app, surface
 
 
@@ -384,19 +374,12 @@ async def test_a_sharded_bot_opens_one_session_per_shard_and_still_answers_dms(
 
 async def test_platform_failures_become_the_surfaces_errors(world: World) -> None:
     fake = world.fake
-    settings = load_settings(
-        discord={
-            "token": fake.token,
-            "api_url": fake.api_url,
-            "gateway_url": fake.gateway_url,
-            "allowed_users": [world.alice.id],
-        }
-    )
+    settings = load_settings(discord=discord_access(fake, world.alice))
     production = create_surface(settings).capabilities
     assert (production.max_chars, production.min_edit_interval) == (2000, 1.0)
     assert production.can_edit and production.message_buttons
     assert production.command_prefixes == ("!", "/")
-    surface = DiscordSurface(settings.discord, min_edit_interval=0.01, guild_ready_timeout=0.05)
+    surface = fast_surface(settings.discord, min_edit_interval=0.01)
     key = ConversationKey("discord", world.dm_of(world.alice))
     events: list[Any] = []
 
@@ -456,27 +439,11 @@ async def test_switchboard_run_serves_discord_and_stops_on_sigterm(
     tmp_path: Path, workspace: Path, fake_agent: FakeAgent, world: World, cli_env: dict[str, str]
 ) -> None:
     fake = world.fake
-    env = cli_env | {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-        "SWITCHBOARD_DISCORD__TOKEN": fake.token,
-        "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
-        "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
-        "SWITCHBOARD_DISCORD__ALLOWED_USERS": world.alice.id,
-    }
+    env = cli_env | run_env(fake_agent, workspace) | discord_env(fake, world.alice)
     dm = world.dm_of(world.alice)
-    command = [sys.executable, "-m", "bot", "run"]
-    async with await anyio.open_process(command, env=env, cwd=tmp_path) as process:
-        try:
-            await wait_for(lambda: fake.identifies and fake.commands, "the bot to connect", 20)
-            fake.dm(world.alice, "hello from the CLI")
-            await wait_for(lambda: shown(fake, dm) == ["Echo: hello from the CLI"], "the reply")
-            process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(10):
-                assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
+    async with switchboard_run(env, fake, tmp_path):
+        fake.dm(world.alice, "hello from the CLI")
+        await wait_for(lambda: shown(fake, dm) == ["Echo: hello from the CLI"], "the reply")
 
 
 async def test_the_global_budget_spaces_all_calls_and_serves_new_messages_before_edits() -> None:

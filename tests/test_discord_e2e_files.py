@@ -15,10 +15,10 @@ import pytest
 
 from bot.app import BotApp
 from surfaces.base import ConversationKey
-from surfaces.discord.adapter import DiscordSurface
 from tests.conftest import FakeAgent
-from tests.engine_helpers import engine_settings, running_app, wait_for
+from tests.engine_helpers import engine_settings, wait_for
 from tests.fakes.discord_api import FakeDiscord, FakeFile, User
+from tests.harness.discord import discord_access, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -63,22 +63,9 @@ async def discord_chat(
         guild = fake.add_guild(channels=("general",))
         alice, bob, mallory = (fake.user(name) for name in ("Alice", "Bob", "Mallory"))
         fake.join(guild, alice, bob, mallory)
-        settings = engine_settings(
-            tmp_path,
-            fake_agent,
-            *agent_opts,
-            discord={
-                "token": fake.token,
-                "api_url": fake.api_url,
-                "gateway_url": fake.gateway_url,
-                "allowed_users": [alice.id, bob.id],
-            },
-            **overrides,
-        )
-        assert settings.discord is not None
-        surface = DiscordSurface(settings.discord, min_edit_interval=0.05, guild_ready_timeout=0.05)
-        async with running_app(settings, surface) as app:  # type: ignore[arg-type]
-            await wait_for(surface.is_ready, "discord.py to connect and load the guild")
+        access = discord_access(fake, alice, bob)
+        settings = engine_settings(tmp_path, fake_agent, *agent_opts, discord=access, **overrides)
+        async with serving(settings, min_edit_interval=0.05) as (app, _):
             general = guild.channel("general").id
             yield Chat(fake, app, alice, bob, mallory, general, tmp_path)
 

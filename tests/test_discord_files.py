@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import pytest
 
 from config import load_settings
@@ -29,6 +28,8 @@ from surfaces.discord.files import CDN_HOSTS, UPLOAD_LIMIT, download
 from surfaces.errors import FileRefused
 from tests.engine_helpers import wait_for
 from tests.fakes.discord_api import FakeDiscord, FakeFile, Guild, User
+from tests.harness.discord import discord_access, fast_surface
+from tests.harness.surface import Received, running_surface
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -61,35 +62,15 @@ async def discord_surface(**knobs: Any) -> AsyncIterator[Bot]:
         guild = fake.add_guild(channels=("general",))
         alice = fake.user("Alice")
         fake.join(guild, alice)
-        settings = load_settings(
-            discord={
-                "token": fake.token,
-                "api_url": fake.api_url,
-                "gateway_url": fake.gateway_url,
-                "allowed_users": [alice.id],
-            }
+        settings = load_settings(discord=discord_access(fake, alice))
+        surface = fast_surface(
+            settings.discord, min_edit_interval=0.01, menu_coalesce=0.05, **knobs
         )
-        surface = DiscordSurface(
-            settings.discord,
-            min_edit_interval=0.01,
-            guild_ready_timeout=0.05,
-            menu_coalesce=0.05,
-            **knobs,
-        )
-        events: list[Inbound | ChoiceAnswer] = []
-
-        async def on_event(event: Inbound | ChoiceAnswer) -> None:
-            events.append(event)
-
-        try:
-            async with anyio.create_task_group() as tg:
-                surface.command_menu([("status", "Show the status"), ("new", "Start over")])
-                await tg.start(surface.run, on_event)
-                await wait_for(surface.is_ready, "the gateway")
-                yield Bot(fake, guild, alice, surface, events)
-                tg.cancel_scope.cancel()
-        finally:
-            await surface.close()
+        got = Received()
+        menu = [("status", "Show the status"), ("new", "Start over")]
+        async with running_surface(surface, got, menu):
+            await wait_for(surface.is_ready, "the gateway")
+            yield Bot(fake, guild, alice, surface, got.events)
 
 
 # ---- files in -----------------------------------------------------------------------------------

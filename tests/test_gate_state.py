@@ -31,8 +31,9 @@ from tests.engine_helpers import (
     wait_for,
 )
 from tests.fakes.telegram_api import FakeBotApi
+from tests.harness.telegram import serving, telegram_access
 from tests.test_audit import records
-from tests.test_telegram import ALICE, serving, shows
+from tests.test_telegram import ALICE, shows
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -472,15 +473,7 @@ async def test_through_telegram_an_approval_command_is_refused_and_a_flip_put_ba
 ) -> None:
     base = copilot_app(tmp_path, fake_agent)
     settings = base.model_copy(
-        update={
-            "telegram": load_settings(
-                telegram={
-                    "token": api.token,
-                    "api_url": api.url,
-                    "allowed_users": [str(ALICE.id)],
-                }
-            ).telegram
-        }
+        update={"telegram": load_settings(telegram=telegram_access(api, ALICE)).telegram}
     )
     async with serving(settings):
         api.dm(ALICE, "/allow-all on")

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
-from tests.test_telegram import ALICE, api, serving, settings_for, shows  # noqa: F401
+from tests.harness.telegram import serving
+from tests.test_telegram import ALICE, api, settings_for, shows  # noqa: F401
 
 KINDLESS = {"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Shell"}}
 

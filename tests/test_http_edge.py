@@ -25,6 +25,7 @@ from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from surfaces.dashboard.convert import MAX_FRAME_TEXT
 from surfaces.dashboard.sockets import CONVERSATION_BYTES, PERSON_BYTES, SESSION_ENDED
+from tests.harness.clock import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -35,16 +36,6 @@ ACCESS: dict[str, Any] = {
     "allowed_users": ["alice", "bob"],  # mallory's token is valid, but she is on no list
 }
 BOUND = 10  # s: "promptly" in these tests, far above what any of it takes
-
-
-class Clock:
-    """The clock the dashboard's sessions are read by, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -84,10 +75,10 @@ class Edge:
 
 
 @asynccontextmanager
-async def serving(clock: Clock | None = None, **http: Any) -> AsyncIterator[Edge]:
+async def serving(clock: FakeClock | None = None, **http: Any) -> AsyncIterator[Edge]:
     settings = HttpSettings(listen="127.0.0.1", port=0, **http)
     surface = DashboardSurface(
-        DashboardSettings(**ACCESS), clock=clock or Clock(), session_sweep=0.05
+        DashboardSettings(**ACCESS), clock=clock or FakeClock(1000.0), session_sweep=0.05
     )
     server = HttpServer(settings, readiness=_ready, metrics=_no_metrics)
     server.mount([surface])
@@ -244,7 +235,7 @@ async def test_signing_out_closes_the_sessions_sockets_at_once() -> None:
 
 
 async def test_a_session_that_expires_has_its_socket_closed() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     async with serving(clock) as edge, edge.client() as client, edge.client() as bob:
         assert (await edge.sign_in(client, TOKENS["alice"])).status == 200
         socket = await edge.socket(client)

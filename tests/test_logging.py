@@ -13,7 +13,6 @@ import json
 import logging
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -52,6 +51,10 @@ from tests.fakes.slack_api import (
     envelope,
 )
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.discord import discord_env
+from tests.harness.process import free_port, port_open
+from tests.harness.slack import slack_env
+from tests.harness.telegram import telegram_env, webhook_env
 
 pytestmark = pytest.mark.anyio
 
@@ -94,12 +97,6 @@ def assert_nothing_of(secrets: list[str], text: str) -> None:
     for secret in secrets:
         for part in secret_parts(secret):
             assert part not in text, f"{part[:6]}… appears in the log"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -164,19 +161,10 @@ async def test_telegram_at_debug_logs_no_token_or_webhook_secret(
 ) -> None:
     env = debug_env(cli_env, fake_agent, tmp_path)
     async with FakeBotApi(token=TELEGRAM_TOKEN) as api:
-        env |= {
-            "SWITCHBOARD_TELEGRAM__TOKEN": TELEGRAM_TOKEN,
-            "SWITCHBOARD_TELEGRAM__API_URL": api.url,
-            "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
-            "SWITCHBOARD_TELEGRAM__WEBHOOK_SECRET": WEBHOOK_SECRET,
-        }
+        env |= telegram_env(api, ALICE)  # the fake API was made with TELEGRAM_TOKEN
+        env["SWITCHBOARD_TELEGRAM__WEBHOOK_SECRET"] = WEBHOOK_SECRET
         if receiving == "webhook":
-            port = free_port()
-            env |= {
-                "SWITCHBOARD_TELEGRAM__WEBHOOK_URL": f"http://127.0.0.1:{port}/hook",
-                "SWITCHBOARD_TELEGRAM__WEBHOOK_LISTEN": "127.0.0.1",
-                "SWITCHBOARD_TELEGRAM__WEBHOOK_PORT": str(port),
-            }
+            env |= webhook_env(free_port(), WEBHOOK_SECRET)
         async with switchboard_run(env, tmp_path) as bot:
             if receiving == "webhook":
                 await wait_for(lambda: api.webhook, "the webhook to be set", 20)
@@ -204,20 +192,8 @@ async def test_slack_at_debug_logs_no_token_or_signing_secret(
     env = debug_env(cli_env, fake_agent, tmp_path)
     secrets = [BOT_TOKEN, APP_TOKEN] if mode == "socket" else [BOT_TOKEN, SIGNING_SECRET]
     async with FakeSlack() as slack:
-        env |= {
-            "SWITCHBOARD_SLACK__BOT_TOKEN": BOT_TOKEN,
-            "SWITCHBOARD_SLACK__API_URL": slack.api_url,
-            "SWITCHBOARD_SLACK__ALLOWED_USERS": "UALICE",
-        }
         port = free_port()
-        if mode == "socket":
-            env["SWITCHBOARD_SLACK__APP_TOKEN"] = APP_TOKEN
-        else:
-            env |= {
-                "SWITCHBOARD_SLACK__SIGNING_SECRET": SIGNING_SECRET,
-                "SWITCHBOARD_SLACK__LISTEN": "127.0.0.1",
-                "SWITCHBOARD_SLACK__PORT": str(port),
-            }
+        env |= slack_env(slack, mode, "UALICE", port=port)
         event = envelope(dm("DALICE", "UALICE", "hello slack", ts=slack.next_ts()))
         async with switchboard_run(env, tmp_path) as bot:
             if mode == "socket":
@@ -227,7 +203,7 @@ async def test_slack_at_debug_logs_no_token_or_signing_secret(
             else:
                 poster = SignedPoster(f"http://127.0.0.1:{port}/slack/events")
                 try:
-                    await wait_for(lambda: listening(port), "the HTTP endpoint", 20)
+                    await wait_for(lambda: port_open(port), "the HTTP endpoint", 20)
                     assert await poster.event(event) == 200
                 finally:
                     await poster.aclose()
@@ -239,21 +215,6 @@ async def test_slack_at_debug_logs_no_token_or_signing_secret(
     assert REDACTED in bot.text  # something token-bearing was logged, and redacted
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def discord_env(fake: FakeDiscord, user_id: str) -> dict[str, str]:
-    """`switchboard run` pointed at the fake Discord, with `user_id` allowed."""
-    return {
-        "SWITCHBOARD_DISCORD__TOKEN": DISCORD_TOKEN,
-        "SWITCHBOARD_DISCORD__API_URL": fake.api_url,
-        "SWITCHBOARD_DISCORD__GATEWAY_URL": fake.gateway_url,
-        "SWITCHBOARD_DISCORD__ALLOWED_USERS": user_id,
-    }
-
-
 async def test_discord_at_debug_logs_no_token(
     tmp_path: Path, fake_agent: FakeAgent, cli_env: dict[str, str]
 ) -> None:
@@ -262,7 +223,7 @@ async def test_discord_at_debug_logs_no_token(
     alice = fake.user("Alice")
     await fake.start()
     try:
-        env |= discord_env(fake, alice.id)
+        env |= discord_env(fake, alice)  # the fake was made with DISCORD_TOKEN
         channel = fake.dm_channel(alice).id
         async with switchboard_run(env, tmp_path) as bot:
             await wait_for(lambda: fake.identifies and fake.commands, "the bot to connect", 20)

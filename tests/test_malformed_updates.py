@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,14 +17,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from config import load_settings
 from surfaces.slack.request_shape import problem
-from surfaces.telegram.adapter import TelegramSurface
 from surfaces.telegram.webhook import SECRET_HEADER
 from tests.conftest import FakeAgent
-from tests.engine_helpers import running_app, wait_for
+from tests.engine_helpers import wait_for
 from tests.fakes.slack_api import dm, envelope
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.process import free_port
+from tests.harness.telegram import ids, serving, telegram_settings
 from tests.test_slack import ALICE as SLACK_ALICE
 from tests.test_slack import DMS, slack_bot
 
@@ -51,38 +50,22 @@ def assert_one_warning(caplog: pytest.LogCaptureFixture, says: str) -> None:
 # ---- Telegram's webhook -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @asynccontextmanager
 async def telegram_webhook(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
 ) -> AsyncIterator[str]:
     """A serving bot in webhook mode; yields the URL Telegram would post to."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/telegram/hook"
-    settings = load_settings(
-        agent="kiro",
-        agent_command=fake_agent.command(),
-        workspace=tmp_path,
-        state=str(tmp_path / "state.db"),
-        request_timeout=10,
-        initialize_timeout=10,
-        telegram={
-            "token": api.token,
-            "api_url": api.url,
-            "allowed_users": [str(ALICE.id)],
-            "webhook_url": url,
-            "webhook_secret": WEBHOOK_SECRET,
-            "webhook_listen": "127.0.0.1",
-            "webhook_port": port,
-        },
-    )
-    surface = TelegramSurface(settings.telegram, min_edit_interval=0.05, shutdown_timeout=3.0)
-    async with running_app(settings, surface):  # type: ignore[arg-type]
+    webhook = {
+        "allowed_users": ids(ALICE),
+        "webhook_url": url,
+        "webhook_secret": WEBHOOK_SECRET,
+        "webhook_listen": "127.0.0.1",
+        "webhook_port": port,
+    }
+    settings = telegram_settings(tmp_path, fake_agent, api, telegram=webhook)
+    async with serving(settings):
         await wait_for(lambda: api.webhook, "the webhook to be set", 20)
         yield url
 

@@ -13,7 +13,8 @@ import pytest
 from tests.conftest import FakeAgent
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
-from tests.test_projects_e2e import ALICE, CAROL, GROUP, calls, prompts, serving, shows, tg_settings
+from tests.harness.telegram import serving
+from tests.test_projects_e2e import ALICE, CAROL, GROUP, calls, prompts, shows, tg_settings
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,14 @@ import pytest
 from bot.store import SqliteStateStore
 from config import Settings, load_settings
 from surfaces.base import ConversationKey
-from surfaces.telegram.adapter import TelegramSurface
 from tests.conftest import FakeAgent
-from tests.engine_helpers import running_app, wait_for
+from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_USERNAME, FakeBotApi, People
+from tests.harness.telegram import serving
 
 PEOPLE = People()
 ALICE, BOB, CAROL = PEOPLE.alice, PEOPLE.bob, PEOPLE.carol
 GROUP = -1001234567890
-FAST = {"min_edit_interval": 0.05, "group_preview_interval": 0.2, "poll_timeout": 2.0}
 
 
 def workspaces(tmp_path: Path) -> tuple[Path, Path]:
@@ -223,13 +221,6 @@ def tg_settings(
             "allowed_chats": [str(GROUP)],
         },
     )
-
-
-@asynccontextmanager
-async def serving(settings: Settings) -> AsyncIterator[None]:
-    surface = TelegramSurface(settings.telegram, **FAST)
-    async with running_app(settings, surface):  # type: ignore[arg-type]
-        yield
 
 
 def shows(api: FakeBotApi, chat: int, text: str) -> Any:

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.conftest import AGENT_ENV_NAMES
@@ -38,6 +35,7 @@ from tests.fakes.mock_model import (
 )
 from tests.fakes.real_agents import argv_or_skip
 from tests.fakes.telegram_api import FakeBotApi, Message, People
+from tests.harness.telegram import switchboard_run
 
 pytestmark = [pytest.mark.anyio]
 
@@ -91,21 +89,8 @@ def _env(
 async def _running(env: dict[str, str], cwd: Path, api: FakeBotApi) -> AsyncIterator[None]:
     """`switchboard run` serving Telegram; stopped with SIGTERM, which it must exit 0 on."""
     stderr = cwd / "run.stderr"
-    with stderr.open("wb") as sink:
-        command = [sys.executable, "-m", "bot", "run"]
-        async with await anyio.open_process(
-            command, env=env, cwd=cwd, stdout=sink, stderr=sink
-        ) as process:
-            try:
-                await wait_for(lambda: api.calls_to("getUpdates"), "the bot to poll", 30)
-                yield
-                process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(20):
-                    code = await process.wait()
-                assert code == 0, stderr.read_text()
-            finally:
-                if process.returncode is None:
-                    process.kill()
+    async with switchboard_run(env, api, cwd, ready_timeout=30, stop_timeout=20, log=stderr):
+        yield
     assert "Traceback" not in stderr.read_text()
 
 

@@ -17,6 +17,7 @@ from bot.cluster import RELAY_WINDOW, RelayRejected, RelaySeal, encode_event
 from surfaces.base import ConversationKey, Inbound, UserRef
 from tests.conftest import FakeAgent
 from tests.engine_helpers import ScriptedSurface, engine_settings, running_app, wait_for
+from tests.harness.clock import FakeClock
 from tests.store_backends import CLUSTER_KEY
 from tests.test_engine import sends
 
@@ -30,16 +31,8 @@ def _message(text: str, event_id: str) -> str:
     return encode_event(Inbound(KEY, ALICE, text, event_id), 1)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_sealed_event_opens_only_for_its_replica_within_the_window_and_once() -> None:
-    clock = Clock()
+    clock = FakeClock(1_800_000_000.0)
     sender, receiver = RelaySeal(CLUSTER_KEY, clock=clock), RelaySeal(CLUSTER_KEY, clock=clock)
     payload = _message("hello", "ev-1")
     sealed = sender.seal(payload, "b")

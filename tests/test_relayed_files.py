@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from config import load_settings
-from config.settings import SlackSettings, TelegramSettings
+from config.settings import TelegramSettings
 from surfaces.base import ChoiceAnswer, Inbound, IncomingFile
 from surfaces.discord.adapter import DiscordSurface
 from surfaces.errors import FileRefused
@@ -25,8 +25,11 @@ from tests.cluster_harness import cluster
 from tests.conftest import script
 from tests.engine_helpers import wait_for
 from tests.fakes.discord_api import FakeDiscord, FakeFile, User
-from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack, envelope, file_share
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, envelope, file_share
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.discord import discord_access, fast_surface
+from tests.harness.slack import slack_settings
+from tests.harness.telegram import telegram_access
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -91,7 +94,7 @@ async def travelled(surface: Refetching, file: IncomingFile) -> IncomingFile:
 
 # ---- Telegram -----------------------------------------------------------------------------------
 def telegram(api: FakeBotApi) -> TelegramSurface:
-    settings = TelegramSettings(token=api.token, api_url=api.url, allowed_users=[str(ALICE.id)])
+    settings = TelegramSettings(**telegram_access(api, ALICE))
     return TelegramSurface(settings, min_edit_interval=0.01, poll_timeout=2.0, album_quiet=0.1)
 
 
@@ -136,9 +139,7 @@ async def test_a_telegram_file_is_downloaded_again_by_another_replicas_adapter()
 
 # ---- Slack --------------------------------------------------------------------------------------
 def slack(fake: FakeSlack) -> SlackSurface:
-    settings = SlackSettings(
-        bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, allowed_users=["UALICE"]
-    )
+    settings = slack_settings(fake, "socket", allowed_users=["UALICE"])
     return SlackSurface(settings, min_edit_interval=0.01, stream_idle=0.3)
 
 
@@ -182,17 +183,9 @@ async def discord_pair() -> AsyncIterator[tuple[FakeDiscord, User, DiscordSurfac
         guild = fake.add_guild(channels=("general",))
         alice = fake.user("Alice")
         fake.join(guild, alice)
-        settings = load_settings(
-            discord={
-                "token": fake.token,
-                "api_url": fake.api_url,
-                "gateway_url": fake.gateway_url,
-                "allowed_users": [alice.id],
-            }
-        ).discord
-        assert settings is not None
-        here = DiscordSurface(settings, min_edit_interval=0.01, guild_ready_timeout=0.05)
-        there = DiscordSurface(settings, min_edit_interval=0.01, guild_ready_timeout=0.05)
+        settings = load_settings(discord=discord_access(fake, alice)).discord
+        here = fast_surface(settings, min_edit_interval=0.01)
+        there = fast_surface(settings, min_edit_interval=0.01)
         try:
             yield fake, alice, here, there
         finally:

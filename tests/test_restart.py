@@ -9,12 +9,9 @@ earlier process are told once, and wait for a surface that is not running."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -26,7 +23,7 @@ from bot.store import JournalEntry, SqliteStateStore
 from bot.turn_journal import JOURNAL_TTL
 from surfaces.base import ConversationKey
 from surfaces.errors import SendFailed
-from tests.conftest import FakeAgent, pid_alive
+from tests.conftest import FakeAgent
 from tests.engine_helpers import (
     CHAT,
     ScriptedSurface,
@@ -36,8 +33,10 @@ from tests.engine_helpers import (
     wait_for,
 )
 from tests.fakes.telegram_api import ApiCall, FakeBotApi, People
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("reap_agents")]
 
 ALICE = People().alice
 SHOWN = ("sendMessage", "sendMessageDraft", "editMessageText")  # what a person can see
@@ -53,47 +52,7 @@ async def api() -> AsyncIterator[FakeBotApi]:
 def env(
     cli_env: dict[str, str], fake_agent: FakeAgent, api: FakeBotApi, workspace: Path
 ) -> dict[str, str]:
-    return cli_env | {  # the state file (cli_env's) beside the workspace, never in it
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-        "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
-        "SWITCHBOARD_TELEGRAM__API_URL": api.url,
-        "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
-    }
-
-
-@pytest.fixture(autouse=True)
-def _no_orphaned_agents(fake_agent: FakeAgent) -> Iterator[None]:
-    """A SIGKILLed switchboard cannot stop its agent; the agent ends at stdin EOF, and whatever
-    is left when a test fails is killed here."""
-    yield
-    for pid in fake_agent.pids():
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-@asynccontextmanager
-async def switchboard_run(
-    env: dict[str, str], api: FakeBotApi, cwd: Path
-) -> AsyncIterator[anyio.abc.Process]:
-    """`switchboard run`, yielded once it polls for updates (everything it says at start-up has
-    been said by then); stopped with SIGTERM on exit unless the test killed it."""
-    polls_before = len(api.calls_to("getUpdates"))
-    command = [sys.executable, "-m", "bot", "run"]
-    async with await anyio.open_process(command, env=env, cwd=cwd) as process:
-        try:
-            await wait_for(
-                lambda: len(api.calls_to("getUpdates")) > polls_before, "the bot to poll", 20
-            )
-            yield process
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(10):
-                    assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    return cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
 
 
 async def sigkill(process: anyio.abc.Process) -> None:

@@ -13,7 +13,8 @@ from config import load_settings
 from tests.conftest import FakeAgent
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi
-from tests.test_telegram import ALICE, BOB, CAROL, api, serving, settings_for, shows  # noqa: F401
+from tests.harness.telegram import serving
+from tests.test_telegram import ALICE, BOB, CAROL, api, settings_for, shows  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 

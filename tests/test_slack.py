@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,12 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from config import ConfigError
-from config.settings import SlackSettings
 from surfaces.base import ConversationKey
 from surfaces.slack import create_surface
 from surfaces.slack.adapter import SlackSurface
@@ -29,35 +26,27 @@ from surfaces.slack.markup import render
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.fakes.slack_api import (
-    APP_TOKEN,
     BOT_TOKEN,
     BOT_USER_ID,
     SIGNING_SECRET,
     TEAM_ID,
     FakeSlack,
     Message,
-    SignedPoster,
     button_press,
     channel_message,
     dm,
     envelope,
     mention,
 )
+from tests.harness.slack import SlackDelivery, credentials, delivering, slack_settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 ALICE, BOB, CAROL, MALLORY = "UALICE", "UBOB", "UCAROL", "UMALLORY"
 DMS = {ALICE: "DALICE", BOB: "DBOB", MALLORY: "DMALLORY"}
 CHANNEL = "CGENERAL"
 BOT = f"<@{BOT_USER_ID}>"
 FENCE = re.compile(r" {0,3}```")
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "FAKE_AGENT", "SLACK_")):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(params=["socket", "http"])
@@ -70,29 +59,9 @@ def prompt_sessions(fake: FakeAgent) -> list[str]:
 
 
 @dataclass
-class SlackEnv:
-    fake: FakeSlack
+class SlackEnv(SlackDelivery):
     surface: SlackSurface
     mode: str
-    poster: SignedPoster | None
-
-    async def deliver(self, body: dict[str, Any], *, retry: int = 0) -> None:
-        """Hand Slack's body for one event to the app, acknowledged."""
-        if self.poster is None:
-            envelope_id = await self.fake.push(
-                "events_api", body, retry_attempt=retry, retry_reason="timeout" if retry else ""
-            )
-            await wait_for(lambda: self.fake.acked(envelope_id), "the envelope to be acked")
-        else:
-            status = await self.poster.event(body, retry_num=retry or None)
-            assert status == 200
-
-    async def press(self, payload: dict[str, Any]) -> None:
-        if self.poster is None:
-            envelope_id = await self.fake.push("interactive", payload)
-            await wait_for(lambda: self.fake.acked(envelope_id), "the press to be acked")
-        else:
-            assert await self.poster.action(payload) == 200
 
     async def dm(self, user: str, text: str) -> str:
         ts = self.fake.next_ts()
@@ -126,20 +95,7 @@ def typed(text: str) -> str:
 def surface_for(fake: FakeSlack, mode: str, **options: Any) -> SlackSurface:
     values: dict[str, Any] = {"min_edit_interval": 0.05, "stream_idle": 0.3, **options}
     access: dict[str, Any] = {"allowed_users": [ALICE, BOB], "approvers": [CAROL]}  # slack_bot's
-    if mode == "socket":
-        return SlackSurface(
-            SlackSettings(bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, **access),
-            **values,
-        )
-    settings = SlackSettings(
-        bot_token=BOT_TOKEN,
-        signing_secret=SIGNING_SECRET,
-        api_url=fake.api_url,
-        listen="127.0.0.1",
-        **access,
-    )
-    # Port 0 (any free port), which the settings refuse to a person.
-    return SlackSurface(settings.model_copy(update={"port": 0}), **values)
+    return SlackSurface(slack_settings(fake, mode, **access), **values)
 
 
 @asynccontextmanager
@@ -152,28 +108,14 @@ async def slack_bot(
     surface: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[SlackEnv]:
-    slack: dict[str, Any] = {
-        "bot_token": BOT_TOKEN,
-        "allowed_users": [ALICE, BOB],
-        "approvers": [CAROL],
-    }
-    slack.update({"app_token": APP_TOKEN} if mode == "socket" else {})
-    slack.update({"signing_secret": SIGNING_SECRET} if mode == "http" else {})
+    slack = credentials(mode) | {"allowed_users": [ALICE, BOB], "approvers": [CAROL]}
     app_settings = engine_settings(
         tmp_path, fake_agent, *agent_options, slack=slack, **(settings or {})
     )
     async with FakeSlack(**(fake or {})) as api:
         adapter = surface_for(api, mode, **(surface or {}))
-        async with running_app(app_settings, adapter):
-            poster = None
-            if mode == "http":
-                poster = SignedPoster(f"http://127.0.0.1:{adapter.bound_port}/slack/events")
-            try:
-                yield SlackEnv(api, adapter, mode, poster)
-            finally:
-                if poster is not None:
-                    with anyio.CancelScope(shield=True):
-                        await poster.aclose()
+        async with running_app(app_settings, adapter), delivering(api, adapter, mode) as wire:
+            yield SlackEnv(api, wire.poster, adapter, mode)
 
 
 def chat_calls(fake: FakeSlack) -> list[str]:

@@ -6,16 +6,13 @@ against the fake Slack, in both Socket Mode and HTTP mode where the path differs
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from config.settings import SlackSettings
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
@@ -31,13 +28,10 @@ from surfaces.slack.convert import files_of
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.slack_api import (
-    APP_TOKEN,
     BOT_TOKEN,
     BOT_USER_ID,
-    SIGNING_SECRET,
     FakeSlack,
     Message,
-    SignedPoster,
     button_press,
     channel_message,
     dm,
@@ -46,9 +40,11 @@ from tests.fakes.slack_api import (
     home_opened,
     mention,
 )
+from tests.harness.slack import SlackDelivery, delivering, slack_settings
+from tests.harness.surface import Received, running_surface
 from tests.test_slack import BOB, DMS, SlackEnv, slack_bot
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 ALICE, STRANGER = "UALICE", "USTRANGER"
 DM = "DALICE"
@@ -57,39 +53,23 @@ BOT = f"<@{BOT_USER_ID}>"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 200
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("SWITCHBOARD_", "SLACK_")):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture(params=["socket", "http"])
 def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 class Env:
-    def __init__(self, fake: FakeSlack, surface: SlackSurface, poster: SignedPoster | None):
+    def __init__(self, fake: FakeSlack, surface: SlackSurface, wire: SlackDelivery, got: Received):
         self.fake = fake
         self.surface = surface
-        self.poster = poster
-        self.events: list[Inbound | ChoiceAnswer] = []
+        self.wire = wire
+        self.events = got.events
 
     async def deliver(self, event: dict[str, Any]) -> None:
-        body = envelope(event)
-        if self.poster is None:
-            envelope_id = await self.fake.push("events_api", body)
-            await wait_for(lambda: self.fake.acked(envelope_id), "the envelope to be acked")
-        else:
-            assert await self.poster.event(body) == 200
+        await self.wire.deliver(envelope(event))
 
     async def press(self, payload: dict[str, Any]) -> None:
-        if self.poster is None:
-            envelope_id = await self.fake.push("interactive", payload)
-            await wait_for(lambda: self.fake.acked(envelope_id), "the press to be acked")
-        else:
-            assert await self.poster.action(payload) == 200
+        await self.wire.press(payload)
 
     async def next_inbound(self, count: int = 1) -> Inbound:
         await wait_for(lambda: len(self.inbounds) >= count, "a message to reach the bot")
@@ -109,38 +89,15 @@ class Env:
 @asynccontextmanager
 async def slack(mode: str, **fake_options: Any) -> AsyncIterator[Env]:
     async with FakeSlack(**fake_options) as fake:
-        access = {"allowed_users": [ALICE]}
-        if mode == "socket":
-            settings = SlackSettings(
-                bot_token=BOT_TOKEN, app_token=APP_TOKEN, api_url=fake.api_url, **access
-            )
-        else:
-            settings = SlackSettings(
-                bot_token=BOT_TOKEN,
-                signing_secret=SIGNING_SECRET,
-                api_url=fake.api_url,
-                listen="127.0.0.1",
-                **access,
-            ).model_copy(update={"port": 0})
+        settings = slack_settings(fake, mode, allowed_users=[ALICE])
         surface = SlackSurface(settings, min_edit_interval=0.01, stream_idle=0.3)
-        env = Env(fake, surface, None)
-        surface.command_menu([("new", "start afresh"), ("help", "this list")])
-
-        async def on_event(event: Inbound | ChoiceAnswer) -> None:
-            env.events.append(event)
-
-        async with anyio.create_task_group() as tg:
-            await tg.start(surface.run, on_event)
-            if mode == "http":
-                env.poster = SignedPoster(f"http://127.0.0.1:{surface.bound_port}/slack/events")
-            try:
-                yield env
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if env.poster is not None:
-                        await env.poster.aclose()
-                    await surface.close()
-                tg.cancel_scope.cancel()
+        got = Received()
+        menu = [("new", "start afresh"), ("help", "this list")]
+        async with (
+            running_surface(surface, got, menu),
+            delivering(fake, surface, mode) as wire,
+        ):
+            yield Env(fake, surface, wire, got)
 
 
 # ---- files in ------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from bot.store.redis import RedisStateStore
 from bot.store.redis_connection import PREFIX, redacted_url
 from bot.store.sqlite import PURGE_INTERVAL
 from config import ConfigError
+from tests.harness.clock import FakeClock
 from tests.store_backends import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,20 +47,9 @@ OTHER = ConversationKey("slack", "C1")
 BINDING = Binding("sess-1", "kiro", "/work/ws", model="m1", generation=3)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_700_000_000.0)
 
 
 @pytest.fixture

@@ -20,12 +20,11 @@ import pytest
 from bot.faults import store_full_sentence
 from bot.store import DeliveryEntry, StoreFull, open_store
 from bot.store.redis import RedisStateStore
-from config import load_settings
 from surfaces.base import ConversationKey
-from surfaces.telegram.adapter import TelegramSurface
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import ScriptedSurface, engine_settings, finished, running_app, wait_for
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.telegram import ids, serving, telegram_settings
 from tests.store_backends import RedisProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
@@ -120,17 +119,10 @@ async def test_a_telegram_dm_on_a_full_disk_gets_the_sentence_in_its_chat(
 ) -> None:
     alice = People().alice
     async with FakeBotApi() as api:
-        settings = load_settings(
-            agent="kiro",
-            agent_command=fake_agent.command(),
-            workspace=tmp_path,
-            state=str(small_disk.path / "state.db"),
-            request_timeout=10,
-            initialize_timeout=10,
-            telegram={"token": api.token, "api_url": api.url, "allowed_users": [str(alice.id)]},
-        )
-        surface = TelegramSurface(settings.telegram, poll_timeout=2.0, shutdown_timeout=3.0)
-        async with running_app(settings, surface):  # type: ignore[arg-type]
+        state = str(small_disk.path / "state.db")
+        access = {"allowed_users": ids(alice)}
+        settings = telegram_settings(tmp_path, fake_agent, api, state=state, telegram=access)
+        async with serving(settings):
             api.dm(alice, "before")
             await wait_for(lambda: "Echo: before" in api.chat_text(alice.id), "the reply", 20)
             caplog.set_level(logging.WARNING)

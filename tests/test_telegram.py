@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
-import signal
-import socket
-import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +14,7 @@ import anyio
 import pytest
 
 from bot.commands import command_menu
-from config import Settings, load_settings
+from config import Settings
 from surfaces.base import ConversationKey, Inbound
 from surfaces.errors import MessageGone, RateLimited, SendFailed
 from surfaces.telegram.adapter import TelegramSurface
@@ -30,8 +26,17 @@ from surfaces.telegram.convert import (
 )
 from surfaces.telegram.markup import html_to_plain, markdown_to_html
 from tests.conftest import LISTS_COMPACT, FakeAgent, script
-from tests.engine_helpers import running_app, wait_for
+from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, parse_html, utf16_len
+from tests.harness.process import free_port, run_env
+from tests.harness.telegram import (
+    FAST,
+    ids,
+    serving,
+    switchboard_run,
+    telegram_env,
+    telegram_settings,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -39,12 +44,6 @@ GROUP = -1001234567890  # allowlisted, a forum
 OTHER_GROUP = -1009876543210  # not allowlisted
 PEOPLE = People()
 ALICE, BOB, CAROL, MALLORY = PEOPLE.alice, PEOPLE.bob, PEOPLE.carol, PEOPLE.mallory
-FAST = {
-    "min_edit_interval": 0.05,
-    "group_preview_interval": 0.2,
-    "poll_timeout": 2.0,
-    "shutdown_timeout": 3.0,
-}
 ME = BotIdentity(BOT_ID, BOT_USERNAME)
 
 
@@ -60,32 +59,12 @@ def settings_for(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, *options: str, **telegram: Any
 ) -> Settings:
     """Alice and Bob may chat, Carol approves; only GROUP is allowlisted."""
-    return load_settings(
-        agent="kiro",
-        agent_command=fake_agent.command(*options),
-        workspace=tmp_path,
-        state=str(tmp_path / "state.db"),
-        cancel_grace=1,
-        shutdown_grace=0.5,
-        request_timeout=10,
-        initialize_timeout=10,
-        retry={"base_delay": 0.01},
-        telegram={
-            "token": api.token,
-            "api_url": api.url,
-            "allowed_users": [str(ALICE.id), str(BOB.id)],
-            "approvers": [str(CAROL.id)],
-            "allowed_chats": [str(GROUP)],
-            **telegram,
-        },
-    )
-
-
-@asynccontextmanager
-async def serving(settings: Settings, **options: Any) -> AsyncIterator[TelegramSurface]:
-    surface = TelegramSurface(settings.telegram, **(FAST | options))
-    async with running_app(settings, surface):  # type: ignore[arg-type]
-        yield surface
+    access = {
+        "allowed_users": ids(ALICE, BOB),
+        "approvers": ids(CAROL),
+        "allowed_chats": [str(GROUP)],
+    }
+    return telegram_settings(tmp_path, fake_agent, api, *options, telegram=access | telegram)
 
 
 def shows(api: FakeBotApi, chat: int, text: str) -> Any:
@@ -400,16 +379,10 @@ async def test_api_failures_become_the_surfaces_errors(
 
 
 # ---- webhook mode and restarts ---------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_webhook_mode_rejects_a_wrong_secret_and_processes_the_right_one(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
 ) -> None:
-    port = _free_port()
+    port = free_port()
     settings = settings_for(
         tmp_path,
         fake_agent,
@@ -481,25 +454,10 @@ async def test_switchboard_run_serves_telegram_and_stops_on_sigterm(
     api: FakeBotApi,
     cli_env: dict[str, str],
 ) -> None:
-    env = cli_env | {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-        "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
-        "SWITCHBOARD_TELEGRAM__API_URL": api.url,
-        "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
-    }
-    command = [sys.executable, "-m", "bot", "run"]
-    async with await anyio.open_process(command, env=env, cwd=tmp_path) as process:
-        try:
-            await wait_for(lambda: api.calls_to("getUpdates"), "the bot to poll", 20)
-            api.dm(ALICE, "hello from the CLI")
-            await wait_for(shows(api, ALICE.id, "Echo: hello from the CLI"), "the reply")
-            process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(10):
-                assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
+    env = cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
+    async with switchboard_run(env, api, tmp_path):
+        api.dm(ALICE, "hello from the CLI")
+        await wait_for(shows(api, ALICE.id, "Echo: hello from the CLI"), "the reply")
     assert api.calls_to("getUpdates")[-1].params.get("timeout") == 0  # stopped polling cleanly
 
 

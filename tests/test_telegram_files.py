@@ -15,13 +15,12 @@ import anyio
 import pytest
 
 from bot.commands import command_menu
-from config import Settings, load_settings
+from config import Settings
 from config.settings import TelegramSettings
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
     ConversationKey,
-    Inbound,
     LivePart,
     MenuCommand,
     MessageRef,
@@ -33,8 +32,11 @@ from surfaces.telegram.convert import BotIdentity, GroupGate, agent_menu, receiv
 from surfaces.telegram.errors import BOT_API
 from surfaces.telegram.files import MAX_PHOTO_BYTES, caption_text
 from tests.conftest import FakeAgent, script
-from tests.engine_helpers import running_app, wait_for
+from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeBotApi, People, utf16_len
+from tests.harness.surface import Received, running_surface
+from tests.harness.telegram import ids, telegram_access, telegram_settings
+from tests.harness.telegram import serving as serving_telegram
 
 pytestmark = pytest.mark.anyio
 
@@ -64,44 +66,15 @@ async def api() -> AsyncIterator[FakeBotApi]:
         yield fake
 
 
-class Received:
-    """What the adapter handed to the bot."""
-
-    def __init__(self) -> None:
-        self.events: list[Inbound | ChoiceAnswer] = []
-
-    async def __call__(self, event: Inbound | ChoiceAnswer) -> None:
-        self.events.append(event)
-
-    @property
-    def messages(self) -> list[Inbound]:
-        return [event for event in self.events if isinstance(event, Inbound)]
-
-    async def one(self, count: int = 1) -> list[Inbound]:
-        await wait_for(lambda: len(self.messages) >= count, f"{count} message(s) to arrive")
-        return self.messages
-
-
 @asynccontextmanager
 async def receiving(
     api: FakeBotApi, **options: Any
 ) -> AsyncIterator[tuple[TelegramSurface, Received]]:
-    settings = TelegramSettings(
-        token=api.token,
-        api_url=api.url,
-        allowed_users=[str(ALICE.id), str(BOB.id)],
-        allowed_chats=[str(GROUP)],
-    )
+    settings = TelegramSettings(**telegram_access(api, ALICE, BOB, allowed_chats=[str(GROUP)]))
     surface = TelegramSurface(settings, **(FAST | options))
-    surface.command_menu(command_menu())
     received = Received()
-    try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(surface.run, received)
-            yield surface, received
-            tg.cancel_scope.cancel()
-    finally:
-        await surface.close()
+    async with running_surface(surface, received, command_menu()):
+        yield surface, received
 
 
 # ---- files in ----------------------------------------------------------------------------------
@@ -521,30 +494,13 @@ ELF = b"\x7fELF\x02\x01\x01" + b"\0" * 40
 def app_settings(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi, *options: str, **more: Any
 ) -> Settings:
-    return load_settings(
-        agent="kiro",
-        agent_command=fake_agent.command(*options),
-        workspace=tmp_path,
-        state=str(tmp_path / "state.db"),
-        cancel_grace=1,
-        shutdown_grace=0.5,
-        request_timeout=10,
-        initialize_timeout=10,
-        retry={"base_delay": 0.01},
-        telegram={
-            "token": api.token,
-            "api_url": api.url,
-            "allowed_users": [str(ALICE.id), str(BOB.id)],
-            "allowed_chats": [str(GROUP)],
-        },
-        **more,
-    )
+    access = {"allowed_users": ids(ALICE, BOB), "allowed_chats": [str(GROUP)]}
+    return telegram_settings(tmp_path, fake_agent, api, *options, telegram=access, **more)
 
 
 @asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[TelegramSurface]:
-    surface = TelegramSurface(settings.telegram, **FAST)
-    async with running_app(settings, surface):  # type: ignore[arg-type]
+    async with serving_telegram(settings, **FAST) as surface:
         yield surface
 
 

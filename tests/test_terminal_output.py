@@ -8,24 +8,12 @@ from __future__ import annotations
 import pytest
 
 from acp.terminal_output import OutputTail, ReadBudget
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
+from tests.harness.clock import FakeClock
 
 
 @pytest.mark.anyio
 async def test_reads_past_the_burst_wait_at_the_rate_and_time_refills_the_bucket() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     budget = ReadBudget(rate=1000, burst=500, clock=clock, sleep=clock.sleep)
     await budget.spend(500)
     assert clock.waits == []  # the burst is read at once

@@ -4,17 +4,16 @@ by the gigabyte it used to read, and the person gets the agent's answer."""
 
 from __future__ import annotations
 
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
 from tests.fakes.telegram_api import FakeBotApi, People
+from tests.harness.process import run_env
+from tests.harness.telegram import switchboard_run, telegram_env
 
 pytestmark = pytest.mark.anyio
 
@@ -47,28 +46,14 @@ async def test_switchboard_run_reads_past_a_one_gib_line_in_a_few_mib(
         file.write(b"\nthe second line\n")
     ask = {"path": str(sparse), "line": 2, "limit": 1}
     prompt = script({"request": {"method": "fs/read_text_file", "params": ask}})
-    env = cli_env | {
-        "SWITCHBOARD_AGENT_COMMAND": fake_agent.command(),
-        "SWITCHBOARD_WORKSPACE": str(workspace),
-        "SWITCHBOARD_TELEGRAM__TOKEN": api.token,
-        "SWITCHBOARD_TELEGRAM__API_URL": api.url,
-        "SWITCHBOARD_TELEGRAM__ALLOWED_USERS": str(ALICE.id),
-    }
-    command = [sys.executable, "-m", "bot", "run"]
-    async with await anyio.open_process(command, env=env, cwd=tmp_path) as process:
-        try:
-            chat = api.private_chat(ALICE)["id"]
-            api.dm(ALICE, "warm up")  # the agent started and one turn done before measuring
-            await wait_for(lambda: "Echo: warm up" in api.chat_text(chat), "the first reply", 30)
-            before = peak_rss_kib(process.pid)
-            api.dm(ALICE, prompt)
-            answered = '{"result":{"content":"the second line\\n"}}'
-            await wait_for(lambda: answered in api.chat_text(chat), "the read's reply", 60)
-            grew = peak_rss_kib(process.pid) - before
-            process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(10):
-                assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
+    env = cli_env | run_env(fake_agent, workspace) | telegram_env(api, ALICE)
+    async with switchboard_run(env, api, tmp_path) as process:
+        chat = api.private_chat(ALICE)["id"]
+        api.dm(ALICE, "warm up")  # the agent started and one turn done before measuring
+        await wait_for(lambda: "Echo: warm up" in api.chat_text(chat), "the first reply", 30)
+        before = peak_rss_kib(process.pid)
+        api.dm(ALICE, prompt)
+        answered = '{"result":{"content":"the second line\\n"}}'
+        await wait_for(lambda: answered in api.chat_text(chat), "the read's reply", 60)
+        grew = peak_rss_kib(process.pid) - before
     assert grew < GROWTH_BOUND_KIB, f"peak RSS grew by {grew} KiB"
