@@ -574,6 +574,28 @@ async def test_an_unexpected_exception_sending_to_one_chat_ends_its_turn_and_oth
     assert answered.text == "Echo: again"
 
 
+async def test_a_group_reply_is_edited_live_under_a_stop_button_that_stops_it(
+    tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
+) -> None:
+    topic = api.add_topic(GROUP, ALICE)
+    steps = [{"chunk": "working"}, {"sleep": 30}, {"chunk": " never shown"}]
+    async with serving(settings_for(tmp_path, fake_agent, api)):
+        api.post_message(GROUP, ALICE, f"@{BOT_USERNAME} {script(*steps)}", thread=topic)
+
+        def live() -> Any:
+            return next((m for m in api.chat_messages(GROUP, thread=topic) if m.reply_markup), None)
+
+        await wait_for(live, "the live reply's Stop button", 15)
+        message = live()
+        assert message.text.startswith("working")
+        (stop,) = [b for row in message.reply_markup["inline_keyboard"] for b in row]
+        assert stop["text"] == "Stop"
+        api.press(ALICE, message, stop["callback_data"])
+        await wait_for(lambda: message.reply_markup is None, "the final to take the button off")
+        await wait_for(shows(api, GROUP, "The turn was stopped."), "the stop notice")
+    assert "never shown" not in api.chat_text(GROUP)
+
+
 async def test_an_unexpected_exception_in_a_group_preview_stops_only_that_preview(
     tmp_path: Path, fake_agent: FakeAgent, api: FakeBotApi
 ) -> None:
