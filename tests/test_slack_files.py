@@ -537,7 +537,8 @@ async def test_a_streamed_reply_shows_progress_and_stop_once_the_agent_works_qui
     assert "Plan (" not in streamed  # the progress is never streamed: it cannot be taken back
     stops = env.fake.calls_to("chat.stopStream")
     assert any(call.params.get("blocks") for call in stops)  # Stop, when the stream went quiet
-    assert any(PLAN_SHOWN in shown and "Search" in shown for shown in shown_texts(env, CHANNEL))
+    progress = [s for s in shown_texts(env, CHANNEL) if PLAN_SHOWN in s and "Search" in s]
+    assert progress and "All green." not in progress[0]  # shown while the agent was quiet
     assert text.startswith("Looking. All green.") and "Tools: 1 search" in text
 
 

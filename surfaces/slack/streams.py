@@ -12,7 +12,8 @@ Each message's record (`Posted`) is the one place that says what it shows.
   streamed, and a text that does not extend the stream (the bot re-split the text, a part moved
   to the next message) stops it and continues that message with `chat.update`. A stream is also
   stopped when it has been quiet for `idle` seconds (the agent is working without writing, and
-  Slack would otherwise keep the message "streaming") or before it
+  Slack would otherwise keep the message "streaming"; the status it could not show is then put
+  on the message at once) or before it
   nears Slack's limits (streams die after about 5 minutes, and carry at most about 12k
   characters): the message then goes on with `chat.update`, so nothing streamed is lost.
 * Buttons (the live reply's Stop): `chat.startStream` and `chat.appendStream` take no blocks;
@@ -287,12 +288,22 @@ class NativeStreams:
                         if not posted.streaming:
                             continue
                         try:
-                            await self._stop(posted, "", with_buttons=True)
+                            await self._go_quiet(posted)
                         except SurfaceError as exc:
                             log.info("slack: could not stop stream %s yet: %s", posted.ts, exc)
                         except Exception:  # unmapped: give this stream up, keep the others
                             log.exception("slack: stopping stream %s failed", posted.ts)
                             self._end(posted)
+
+    async def _go_quiet(self, posted: Posted) -> None:
+        """Stop a quiet stream with the buttons at its bottom, then show the progress the stream
+        could not (the status block): a quiet agent is when a person looks for both."""
+        wanted = posted.text
+        if not await self._stop(posted, "", with_buttons=True) or wanted is None:
+            return
+        if split_status(wanted)[1]:
+            await self._update(posted, wanted, final=False, buttons=posted.wanted)
+            posted.text, posted.final = wanted, False
 
     async def stop_all(self) -> None:
         """Stop every stream still open (the surface is closing)."""
