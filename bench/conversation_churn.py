@@ -138,7 +138,7 @@ class ChurnSurface:
         self.args = args
         self.on_reading = on_reading
         self.capabilities = SurfaceCapabilities(
-            max_chars=4096, min_edit_interval=args.interval, can_edit=True, buttons=False
+            max_chars=4096, min_edit_interval=args.interval, can_edit=True
         )
         self._answered = bytearray(args.conversations)  # 1: the chat was shown the answer
         self.done = 0

@@ -140,7 +140,7 @@ class BenchSurface:
         self.conversations = conversations
         self.ramp = ramp
         self.capabilities = SurfaceCapabilities(
-            max_chars=MAX_CHARS, min_edit_interval=interval, can_edit=True, buttons=False
+            max_chars=MAX_CHARS, min_edit_interval=interval, can_edit=True
         )
         self._ids = itertools.count()
 
