@@ -358,8 +358,9 @@ class Surface(Protocol):
 class ClusterLeases(Protocol):
     """Cluster-wide named leases, for what exactly one replica may do at a time: the Telegram
     long poller, each Discord shard's gateway connection. The bot hands them to a surface that
-    has a `set_leases(leases)` method (duck-typed), before `run`, and only when several replicas
-    share a Redis store; a surface never handed them behaves as a single process does.
+    takes leases (`surfaces.abilities.TakesLeases`, found once at start-up), before `run`, and
+    only when several replicas share a Redis store; a surface never handed them behaves as a
+    single process does. `surfaces.lease_follow.LeaseFollower` holds them by these rules.
 
     A lease is held for `ttl` seconds from the last successful `hold`: hold it again at least
     every `ttl / 3` seconds, and stop the work it guards as soon as `hold` answers False. When the
