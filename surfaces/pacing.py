@@ -105,8 +105,13 @@ class ChatPacer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         counts: PacingCounts | None = None,
+        from_start: bool = False,
     ) -> None:
         self.min_interval = min_interval
+        # Spaced from the previous call's start rather than its end: for a platform whose own
+        # limiter makes a call wait inside it (Discord's global budget), so that wait is not
+        # counted twice.
+        self._from_start = from_start
         self.window = window  # the group's minute, for chats that have one
         self.counts = counts if counts is not None else PacingCounts()  # the surface's, shared
         self._clock = clock
@@ -139,13 +144,15 @@ class ChatPacer:
                 if self.window is not None:
                     self.window.record(self._clock())
                 self.counts.calls += 1
+                started = self._clock()
                 try:
                     yield
                 except RateLimited as limited:
                     self.record(limited)
                     raise
                 finally:
-                    self._ready = max(self._ready, self._clock() + self.min_interval)
+                    since = started if self._from_start else self._clock()
+                    self._ready = max(self._ready, since + self.min_interval)
         finally:
             self._users -= 1
 
@@ -212,8 +219,10 @@ class Pacing:
         group_window: Callable[[str], GroupWindow | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        from_start: bool = False,
     ) -> None:
         self.interval = interval
+        self._from_start = from_start  # see ChatPacer
         self._prune_every = prune_every
         self._group_window = group_window
         self._clock = clock  # the pacers' time: a test's own clock, or the monotonic one
@@ -240,6 +249,7 @@ class Pacing:
                 clock=self._clock,
                 sleep=self._sleep,
                 counts=self.counts,
+                from_start=self._from_start,
             )
         return pacer
 

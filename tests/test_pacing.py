@@ -197,6 +197,30 @@ async def test_ready_takes_no_turn_and_waits_for_the_call_in_flight_and_the_inte
         assert clock.now == 6.0
 
 
+async def test_a_pacer_spaced_from_the_start_does_not_count_a_wait_inside_the_call() -> None:
+    clock = ManualClock()
+    starts: dict[bool, list[float]] = {True: [], False: []}
+    for from_start in (True, False):
+        pacer = ChatPacer(1.0, clock=clock, sleep=clock.sleep, from_start=from_start)
+        began = clock.now
+
+        async def calls(
+            pacer: ChatPacer = pacer, from_start: bool = from_start, began: float = began
+        ) -> None:
+            for _ in range(2):
+                async with pacer.call():
+                    starts[from_start].append(clock.now - began)
+                    await clock.sleep(0.75)  # the platform's own limiter, inside the call
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(calls)
+            for _ in range(12):  # 3 s: both calls and their waits are over by then
+                await anyio.wait_all_tasks_blocked()
+                await clock.advance(0.25)
+    assert starts[True] == [0.0, 1.0]  # an interval after the first call began
+    assert starts[False] == [0.0, 1.75]  # ... or after it ended, its wait counted again
+
+
 async def test_optional_calls_in_a_group_wait_for_its_window_and_others_do_not() -> None:
     clock = ManualClock()
     window = GroupWindow(interval=3.0, per_minute=2)

@@ -77,6 +77,7 @@ from surfaces.discord.places import NAME
 from surfaces.discord.sdk import discord
 from surfaces.discord.spending import Spending
 from surfaces.errors import FileRefused
+from surfaces.pacing import Pacing
 from surfaces.text import ellipsize
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class DiscordSurface:
             max_upload_bytes=UPLOAD_LIMIT,  # a boosted guild allows more: see send_file
             max_download_bytes=0,  # Discord's CDN sets no limit of its own
             agent_menus=True,
+            pacing=Pacing(min_edit_interval, from_start=True),
         )
         self._spending = Spending(global_rate)  # the whole bot's requests a second
         self._interactions = Interactions(settings.api_url.rstrip("/"))
