@@ -356,6 +356,8 @@ class Settings(BaseSettings):
     agent_mode: str = ""  # the session mode that asks before tools; "" = the preset's or detected
     approval_timeout: float = Field(default=300.0, gt=0)
     queue_limit: int = Field(default=5, ge=1, le=100)
+    # what a message that arrives mid-turn does without a press (issue 24, bot/busy.py)
+    busy_mode: Literal["queue", "steer", "interrupt"] = "queue"
     # -- the runtime pool (issue 14): agent processes live at once; each one idle this long stops --
     max_agents: int = Field(default=8, ge=1, le=1000)
     runtime_idle: float = Field(default=900.0, gt=0)
