@@ -4,7 +4,8 @@ In order: access (strangers get nothing, and are audited once an hour: `Stranger
 de-duplication (`StateStore.claim_event`; a relayed event was claimed by the replica that
 received it), routing (`ConversationRouting.take`: served here, or handed to the replica serving
 the conversation; a relayed message's files are taken up again, bot/relayed_files.py), then
-dispatch: a Stop button to `/stop`, a project button to its handler, any other button to the
+dispatch: a Stop button to `/stop`, a project button to its handler, a queued message's Steer
+now / Stop and send to bot/busy_commands.py, any other button to the
 approval broker, a command row to its handler, everything else to the conversation's runner as
 prompt text. A fault of ours fails that event only, told in one sentence to whoever may chat."""
 
@@ -21,6 +22,8 @@ import anyio
 from bot.access import AccessPolicy
 from bot.approval_commands import withheld_commands
 from bot.audit import AuditLog
+from bot.busy import INTERRUPT_TOKEN_PREFIX, STEER_TOKEN_PREFIX
+from bot.busy_commands import busy_pressed
 from bot.chat_runner import ChatRunner
 from bot.cluster import RelayedEvent
 from bot.commands import STOP, ParsedCommand, parse_command, run_command
@@ -155,6 +158,9 @@ class Intake:
         elif press.token.startswith(PROJECT_TOKEN_PREFIX):
             with runner.held():
                 await project_pressed(runner, press)
+        elif press.token.startswith((STEER_TOKEN_PREFIX, INTERRUPT_TOKEN_PREFIX)):
+            with runner.held():
+                await busy_pressed(runner, press, self._conversations)
         else:
             await self._approvals.answer(press)
 

@@ -101,6 +101,7 @@ class Turn:
         self.turn_id = turn_id
         self.waiting = waiting
         self.answered = False
+        self.output: LiveOutput | None = None  # its live reply while it answers (a steer quotes in)
 
     async def close_waiting(self) -> None:
         ids, self.waiting = self.waiting, []
@@ -121,6 +122,7 @@ class Turn:
             await self.close_waiting()  # the turn's own entry covers its messages from now on
             async with services.open_reply(host.surface, host.key) as reply:
                 output = LiveOutput(services, host.surface, host.key, reply, requester)
+                self.output = output
                 self._show_live(output)
                 try:
                     ending = await self._answer(intake, output)

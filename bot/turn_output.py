@@ -83,6 +83,13 @@ class LiveOutput:
             self.services.spawn(self._feed)
         self._grown.set()
 
+    def insert(self, at: int, text: str) -> None:
+        """Put `text` at offset `at` of the reply so far: a steered message quoted where it was
+        sent, though the agent's answer to it may have streamed in first."""
+        whole = self.text
+        self._parts[:] = [whole[:at] + text + whole[at:]]
+        self._hand_on(time.monotonic())
+
     def _hand_on(self, now: float) -> None:
         text = self.text
         self.reply.update(text)

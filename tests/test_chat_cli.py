@@ -958,7 +958,7 @@ def test_a_line_typed_while_a_reply_streams_is_shown_after_it_then_answered(term
     assert reply == (
         "alpha omega\n"
         "> typed meanwhile\n"
-        "Queued; it goes to the agent when the current reply is done.\n"
+        "Queued — the agent is still working.\n"
         "Echo: typed meanwhile\n"
         "> "
     )
