@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
 # Waits (at most a minute) for a steer, says what it got, then ends the turn.
 STEERABLE = script({"chunk": "working on it"}, {"await_steer": 60}, {"stop": "end_turn"})
+# The same, but the turn goes on after the steer until it is stopped.
+STEERABLE_LONG = script({"chunk": "working on it"}, {"await_steer": 60}, {"hang": True})
 QUOTE = "> **Alice:** use the other file"
 
 
@@ -57,19 +59,23 @@ async def test_steer_now_puts_the_message_into_the_running_turn_as_the_persons(
     surface = ScriptedSurface(message_buttons=True)
     settings = engine_settings(tmp_path, fake_agent, "--steering")
     async with running_app(settings, surface) as app:
-        turn = await _running(surface)
+        turn = await _running(surface, STEERABLE_LONG)
         waiting = surface.post(surface.message("alice", "use the other file"))
         await wait_for(lambda: any(t.startswith(QUEUED) for t in surface.shown().values()), "ack")
         labels = [(b.label, b.style) for b in ack_of(surface)[2]]
         assert labels == [("Steer now", "primary"), ("Stop and send", "danger")]
         assert _button(surface, "Steer now").token.startswith("steer:")
+        assert [e.message != "" for e in await app.store.journal_open_turns()] == [False, True]
         await finished(surface.post(surface.press("alice", _button(surface, "Steer now").token)))
-        await finished(waiting, turn)  # the steered message is done with its turn
+        await finished(waiting)  # done once injected, while the turn goes on
         await wait_for(lambda: ack_of(surface)[1] == f"{QUEUED}\n{STEERED}", "the ack's edit")
-        assert await app.store.journal_open_turns() == []
         assert not app.runners[CHAT].queue
+        # only the running turn is journalled now: the steered message no longer waits
+        assert [e.message for e in await app.store.journal_open_turns()] == [""]
+        await wait_for(lambda: "steered:" in surface.transcript(), "the agent to read the steer")
+        await finished(surface.post(surface.message("alice", "/stop")), turn)
     assert ack_of(surface)[2] == ()
-    assert fake_agent.prompt_texts() == [STEERABLE]  # one prompt: the steer went into it
+    assert fake_agent.prompt_texts() == [STEERABLE_LONG]  # one prompt: the steer went into it
     (steer,) = steers(fake_agent)
     assert steer["outcome"] == "injected"
     final = surface.transcript()
