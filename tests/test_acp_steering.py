@@ -4,16 +4,27 @@ wire shape: tests/fakes/fake_agent.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from acp import AcpEvent, AcpSession, AcpSteeringUnsupported, EventKind, SteerOutcome
-from acp.steering import advertises_steering, read_outcome
+from acp import (
+    AcpEvent,
+    AcpSession,
+    AcpSteeringUnsupported,
+    EventKind,
+    RuntimeSpec,
+    SteerOutcome,
+    get_backend,
+)
+from acp.steering import STEER_META, STEER_METHOD, advertises_steering, read_outcome
 from tests.acp_helpers import agent_spec, collect_turn, open_test_client, texts
 from tests.conftest import FakeAgent, script
+from tests.fakes import real_agents
+from tests.fakes.mock_model import MockModelServer
 
 WAIT = 30  # seconds: an upper bound, never a measurement
 
@@ -147,6 +158,52 @@ async def test_the_agent_answering_prompt_required_is_told_and_the_turn_goes_on(
     assert texts(events) == ["almost"]
     (record,) = [r for r in fake_agent.records() if r.get("event") == "steer"]
     assert record["outcome"] == "promptRequired"
+
+
+@pytest.mark.anyio
+async def test_claude_takes_a_steer_into_the_same_turn_and_hands_an_idle_one_back(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Real claude-agent-acp against the loopback mock model: the model's next request in the
+    running turn carries the steered text; with no turn running, claude answers
+    `promptRequired` to the opt-in we send (rather than starting a turn of its own)."""
+    argv = real_agents.argv_or_skip("claude")
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = "STEERED-7f3a use the other file"
+    outcomes: list[SteerOutcome] = []
+    with MockModelServer(slow_interval=0.2, slow_duration=6) as mock:
+        spec = RuntimeSpec(
+            backend=get_backend("claude"),
+            argv=tuple(argv),
+            workspace=workspace,
+            env=real_agents.claude_env_mock(home, mock.url),
+        )
+
+        async def on_event(event: AcpEvent) -> None:
+            if event.kind is EventKind.TEXT and not outcomes:
+                outcomes.append(await session.steer(marker))
+
+        with anyio.fail_after(120):
+            async with open_test_client(spec) as client:
+                session = await client.open_session()
+                assert session.steering
+                events = await collect_turn(session, "SCN_SLOW go", on_event=on_event)
+                steered = [r for r in mock.requests if r.scenario and marker in json.dumps(r.body)]
+                assert session.turn is None
+                assert await session.steer("and now?") is SteerOutcome.PROMPT_REQUIRED
+                # what claude itself answers an idle steer carrying our opt-in (`steer` does
+                # not ask when no turn runs; the agent's turn may end first all the same)
+                params = {
+                    "sessionId": session.session_id,
+                    "prompt": [{"type": "text", "text": "and now?"}],
+                    "_meta": STEER_META,
+                }
+                reply = await client.runtime.call(STEER_METHOD, params)
+    assert outcomes == [SteerOutcome.INJECTED]
+    assert steered, "the model never saw the steered text"
+    assert events[-1].stats is not None and events[-1].stats.stop_reason == "end_turn"
+    assert reply.error is None and read_outcome(reply.result) is SteerOutcome.PROMPT_REQUIRED
 
 
 def test_steering_is_read_from_the_top_level_meta_or_the_capabilities() -> None:
