@@ -530,6 +530,7 @@ def test_a_choice_is_read_by_number_value_or_label() -> None:
     assert color.read("1") == "r" and color.read("2") == "g"  # its number first
     assert color.read("g") == "g" and color.read("Green") == "g" and color.read("RED") == "r"
     assert color.read("Two") == "2"
+    assert color.label_of("g") == "Green" and color.label_of("zz") == "zz"
     assert _invalid(color, "4") == "Colour must be one of Red, Green, Two (or its number)."
     assert _invalid(color, "blue") == "Colour must be one of Red, Green, Two (or its number)."
     many = ElicitationField("m", kind="choice", choices=tuple((str(i), f"L{i}") for i in range(20)))
