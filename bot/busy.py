@@ -34,6 +34,7 @@ from bot.store import StoreError
 from bot.turn_journal import TurnJournal
 from bot.turn_output import LiveOutput
 from surfaces.base import Choice, ConversationKey, Inbound, MessageRef, Surface, UserRef
+from surfaces.errors import SurfaceError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ STEERED = "Steered into the running reply."
 GOES_NEXT = "It goes to the agent next, ahead of the queue."
 SENT_ON = "Sent to the agent."
 GONE = "That message has already gone to the agent."
+ONLY_TEXT = "Only a message of text alone can be steered, so this one waits its turn."
 
 
 @dataclass(slots=True, eq=False)
@@ -146,7 +148,8 @@ class BusyControl:
             elif not moved.injected:  # the quote in the live reply says it otherwise
                 await self.host.say(moved.sentence)
         elif mode == "steer":
-            why = NO_STEERING if waiting.inbound.text else "Only text can be steered."
+            session = self.host.sessions.current
+            why = NO_STEERING if session is None or not session.steering else ONLY_TEXT
             await self.acknowledge(waiting, f"{QUEUED} {why}")
         else:
             await self.acknowledge(waiting)
@@ -173,8 +176,8 @@ class BusyControl:
         ]
         try:
             waiting.ack = await host.surface.send(host.key, text, buttons=choices)
-        except Exception as exc:  # the surface's: the message waits all the same
-            log.warning("%s: could not show the queued message's buttons: %r", host.key, exc)
+        except SurfaceError as exc:  # the message waits all the same; said without buttons
+            log.warning("%s: could not show the queued message's buttons: %s", host.key, exc)
             waiting.tokens = None
             await host.say(text)
 
@@ -280,8 +283,8 @@ class BusyControl:
         async def edit() -> None:
             try:
                 await surface.edit(ref, text, buttons=buttons or ())
-            except Exception as exc:  # the surface's: the message itself went on regardless
-                log.warning("%s: could not update a queued message's note: %r", ref.key, exc)
+            except Exception:  # in the app's task group: the message went on regardless
+                log.warning("%s: could not update a queued message's note", ref.key, exc_info=True)
 
         return edit
 
