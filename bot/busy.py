@@ -48,6 +48,8 @@ STEERED = "Steered into the running reply."
 GOES_NEXT = "It goes to the agent next, ahead of the queue."
 SENT_ON = "Sent to the agent."
 GONE = "That message has already gone to the agent."
+REFUSED = "The agent did not take it mid-reply, so it waits its turn."
+DROPPED = "It was dropped with the queue."
 ONLY_TEXT = "Only a message of text alone can be steered, so this one waits its turn."
 
 
@@ -93,8 +95,17 @@ class BusyHost(Protocol):
 
     async def say(self, text: str) -> None: ...
 
+    @property
+    def stops(self) -> int:
+        """How many times /stop dropped this conversation's queue."""
+        ...
+
     def put_ahead(self, waiting: Waiting) -> None:
         """Move (or put back) `waiting` to the front of the queue, after others put ahead."""
+        ...
+
+    def put_back(self, waiting: Waiting, at: int) -> None:
+        """Put `waiting` back at its place `at` in the queue."""
         ...
 
 
@@ -209,28 +220,48 @@ class BusyControl:
             return Moved(NO_STEERING, queued=True)
         # Out of the queue while the agent is asked, so no turn takes it meanwhile.
         at = _remove(host.queue, waiting)
+        stops = host.stops
         sent_at = len(output.text)  # the quote goes here, whatever streams in meanwhile
         try:
             outcome = await session.steer(waiting.inbound.text)
         except AcpSteeringUnsupported:
-            host.queue.insert(at, waiting)
-            return Moved(NO_STEERING, queued=True)
+            return await self._back(waiting, at, stops, NO_STEERING)
         except AGENT_ERRORS as exc:
-            host.queue.insert(at, waiting)
             log.info("%s: steering was refused: %s", host.key, exc)
-            return Moved("The agent did not take it mid-reply; it waits its turn.", queued=True)
+            return await self._back(waiting, at, stops, REFUSED)
         except BaseException:
-            host.queue.insert(at, waiting)
+            host.put_back(waiting, at)
             raise
         if outcome is not SteerOutcome.INJECTED:  # the agent wants it as a prompt of its own
+            if await self._dropped(waiting, stops):
+                return Moved(DROPPED)
             host.put_ahead(waiting)
             return Moved(f"The agent asked for it as a new prompt. {GOES_NEXT}")
         output.insert(sent_at, steered_text(waiting.inbound.user, waiting.inbound.text))
-        waiting.done.set()
-        with anyio.CancelScope(shield=True):
-            await host.journal.close([waiting.journal_id] if waiting.journal_id else [])
+        await self._settled(waiting)
         log.info("%s: %s steered the running turn", host.key, by.id)
         return Moved(STEERED, injected=True)
+
+    async def _back(self, waiting: Waiting, at: int, stops: int, why: str) -> Moved:
+        """A steer that moved nothing: the message waits where it was, unless /stop dropped
+        the queue meanwhile."""
+        if await self._dropped(waiting, stops):
+            return Moved(DROPPED)
+        self.host.put_back(waiting, at)
+        return Moved(why, queued=True)
+
+    async def _dropped(self, waiting: Waiting, stops: int) -> bool:
+        """/stop dropped the queue while this message was out of it: it goes too."""
+        if self.host.stops == stops:
+            return False
+        await self._settled(waiting)
+        return True
+
+    async def _settled(self, waiting: Waiting) -> None:
+        """The message waits no more: done, and out of the journal."""
+        waiting.done.set()
+        with anyio.CancelScope(shield=True):
+            await self.host.journal.close([waiting.journal_id] if waiting.journal_id else [])
 
     async def interrupt(self, waiting: Waiting, by: UserRef) -> Moved:
         """Stop the running turn as /stop stops it (the queue stays) and send this next (`by`

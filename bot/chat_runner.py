@@ -52,6 +52,7 @@ class ChatRunner:
         self.menu = AgentMenu(services, surface, key)
         self.queue: deque[Waiting] = deque()
         self.busy = BusyControl(self)
+        self.stops = 0  # how many times /stop dropped the queue (a steer in flight checks it)
         self.running = False
         self._idle: anyio.Event | None = None  # set when the work `running` stands for ends
         self._turn: Turn | None = None  # the running (or last) turn of this queue
@@ -169,6 +170,13 @@ class ChatRunner:
         if not self.running:
             self._start()
 
+    def put_back(self, waiting: Waiting, at: int) -> None:
+        """`waiting`, taken out of the queue a moment (a steer the agent did not take), back
+        at its place."""
+        self.queue.insert(at, waiting)
+        if not self.running:
+            self._start()
+
     def _start(self) -> None:
         self.running = True
         self._idle = anyio.Event()
@@ -272,6 +280,7 @@ class ChatRunner:
         """/stop: cancel the running turn, drop the queue and pending approvals. Returns whether
         a turn was cancelled and how many queued messages were dropped."""
         dropped = len(self.queue)
+        self.stops += 1
         waiting = [queued.journal_id for queued in self.queue if queued.journal_id]
         for queued in self.queue:
             queued.done.set()
