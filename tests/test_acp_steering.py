@@ -152,7 +152,7 @@ async def test_the_agent_answering_prompt_required_is_told_and_the_turn_goes_on(
         async with open_test_client(spec) as client:
             session = await client.open_session()
             events = await collect_turn(
-                session, script({"chunk": "almost"}, {"abandon": True}), on_event=on_event
+                session, script({"abandon": True, "then_chunk": "almost"}), on_event=on_event
             )
     assert outcomes == [SteerOutcome.PROMPT_REQUIRED]
     assert texts(events) == ["almost"]

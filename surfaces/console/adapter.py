@@ -15,9 +15,8 @@ prompt is not shown and the terminal's echo is off, so typed text cannot land in
 
 When stdin is not a terminal (a script, a pipe) each message waits for the previous reply to
 finish, so output stays in order; lines that answer a pending approval or a question are taken at
-once. At the
-end of input an approval still pending is declined at once, and `run` returns after the last
-reply."""
+once. At the end of input an approval still pending is declined at once, and `run` returns after
+the last reply."""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ Step vocabulary (each step is a JSON object; steps run in order):
   {"error": {code, message, data?}}   answer the prompt with this error
   {"exit": N}                         flush and os._exit(N)
   {"hang": true}                      never answer (until cancelled)
-  {"abandon": true}                   never answer, but free the session for the next prompt
+  {"abandon": true, "then_chunk"?: t}  never answer, but free the session for the next prompt
+                                      (then, the session free, chunk t)
   {"ignore_cancel": true}             from here on, cancel does not end the prompt
   {"attempts": [[...], [...]], "key"?} pick a list by a persisted per-prompt-text counter
   {"flood": N, "text"?: "x"}          N agent_message_chunk notifications, written in big blocks
@@ -810,6 +811,8 @@ def run_steps(p: Prompt, steps: list[Any]) -> bool:
             p.wait(None, None)  # returns only by raising Cancelled
         elif "abandon" in step:
             p.abandon()
+            if isinstance(step.get("then_chunk"), str):  # said once the session is free
+                p.chunk(step["then_chunk"], "agent_message_chunk", None)
             return False
         elif "ignore_cancel" in step:
             p.ignore_cancel = bool(step["ignore_cancel"])
