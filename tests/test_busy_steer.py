@@ -107,7 +107,7 @@ async def test_an_agent_that_wants_a_prompt_gets_it_next_ahead_of_the_queue(
     # The agent stops reading its turn (as one that ended it on its side): a steer finds no
     # running turn and is answered promptRequired; the turn ends when its time runs out.
     surface = ScriptedSurface(message_buttons=True)
-    gone = script({"chunk": "working on it"}, {"abandon": True})
+    gone = script({"abandon": True, "then_chunk": "working on it"})
     settings = engine_settings(tmp_path, fake_agent, "--steering", prompt_timeout=3)
     async with running_app(settings, surface):
         turn = await _running(surface, gone)
