@@ -980,6 +980,20 @@ def test_stop_says_how_many_queued_messages_it_dropped(terminal, fake_agent):
     assert term.end(fake_agent) == 0
 
 
+def test_interrupt_stops_the_reply_keeps_the_queue_and_goes_first(terminal, fake_agent):
+    term = terminal(fake_agent)
+    term.wait_for("> ")
+    term.type("SCN_HANG")
+    term.wait_for("SCN_HANG\npartial answer")
+    term.type("queued first")
+    term.type("/interrupt look here instead")
+    shown = term.wait_for("Echo: queued first\n> ")
+    assert "Stopping the current reply; this message goes to the agent next." in shown
+    assert shown.index("Echo: look here instead") < shown.index("Echo: queued first")
+    assert prompts(fake_agent) == ["SCN_HANG", "look here instead", "queued first"]
+    assert term.end(fake_agent) == 0
+
+
 def test_stop_ends_the_turn_of_an_agent_that_ignores_the_cancel_after_the_grace(
     terminal, fake_agent
 ):
