@@ -136,10 +136,12 @@ class ApprovalBroker:
         pending: PendingPermission,
     ) -> str | None:
         """Show the choice and wait for an allowed answer, a withdrawal or the timeout.
-        Returns the option id to send (None = `cancelled`). A request the trust ladder covers
-        is answered at once, without a card."""
+        Returns the option id to send (None = `cancelled`). A request of the agent's that the
+        trust ladder covers is answered at once, without a card; Switchboard's own card for a
+        command or write the agent did not ask about (`unasked`) is always shown, and offers no
+        Trust button: trust is for what the agent asks."""
         request = pending.request
-        automatic = self.trust.automatic(key, request)
+        automatic = None if pending.unasked else self.trust.automatic(key, request)
         if automatic is not None:
             return await self._automatically(surface.name, key, requester, pending, automatic)
         group = secrets.token_urlsafe(9)
@@ -147,7 +149,7 @@ class ApprovalBroker:
         records = [(token, option.option_id) for token, option in tokens.items()]
         trust_token = ""
         allow_once = request.option_of_kind(PERMISSION_ALLOW_ONCE)
-        if allow_once is not None and trustable(request):
+        if allow_once is not None and not pending.unasked and trustable(request):
             trust_token = secrets.token_urlsafe(12)
             records.append((trust_token, allow_once.option_id))
         now = time.time()
@@ -244,6 +246,7 @@ class ApprovalBroker:
         automatic: Automatic,
     ) -> str | None:
         """Answer `pending` with the ladder's allow option, audited as a press is."""
+        pending.automatic = True  # acp counts it as allowing this call, and nothing more
         pending.respond(automatic.option.option_id)
         tool = pending.request.tool
         answered = (automatic.answerer, automatic.option.kind, tool.describe())
