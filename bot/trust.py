@@ -15,7 +15,9 @@ when it has the same kind and the same sort of shape, and
   `;`, `&`, `|`, redirection or substitution: `npm test --watch` extends `npm test`,
   `npm test && rm -rf ~` does not);
 - its files are among the rule's files (the files themselves, never their directory).
-Nothing else matches: a title alone never does.
+Nothing else matches: a title alone never does. Switchboard's own card for a command or write the
+agent did not ask about is never answered by the ladder (bot/permissions.py): trust is for what
+the agent asks.
 
 Rules live in memory per conversation and belong to the agent session they were made in: a
 request from another session (after /new, /resume, a project or agent switch) finds them gone.

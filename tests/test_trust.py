@@ -327,3 +327,16 @@ async def test_an_automatic_allow_always_allows_that_call_and_nothing_the_agent_
     assert "asked one ran" in shown
     assert "ran a tool (Run echo hi" in shown and "without asking for approval" in shown
     assert "too late" not in shown
+
+
+async def test_the_refusal_of_an_agent_approvals_command_points_at_trust(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        await finished(surface.post(surface.message("alice", "/yolo")))
+    shown = surface.transcript()
+    assert "Switchboard does not send /yolo to the agent" in shown
+    assert "/trust" in shown and "`approvals` setting" in shown
+    assert "SWITCHBOARD_ALLOW_UNGATED_TOOLS" in shown
+    assert not fake_agent.frames_in("session/prompt")
