@@ -26,6 +26,7 @@ from bot.command_context import CommandContext, Handler, answer
 from bot.project_commands import agent, project
 from bot.session_commands import new, resume, sessions, stop
 from bot.status_commands import model, status
+from bot.trust_commands import trust
 from surfaces.base import UserRef
 
 
@@ -83,6 +84,9 @@ SESSIONS = Command(
     "sessions", "this conversation's recent agent sessions, to resume one", handler=sessions
 )
 RESUME = Command("resume", "continue an earlier agent session", "ID", handler=resume)
+TRUST = Command(
+    "trust", "what runs without asking here; revoke N or clear", "[revoke N|clear]", handler=trust
+)
 HELP = Command("help", "this list", handler=_help)
 
 COMMANDS: tuple[Command, ...] = (
@@ -98,6 +102,7 @@ COMMANDS: tuple[Command, ...] = (
     AGENT,
     SESSIONS,
     RESUME,
+    TRUST,
     HELP,
 )
 _BY_NAME = {command.name: command for command in COMMANDS}
