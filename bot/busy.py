@@ -8,7 +8,8 @@
 - Steer: the text goes into the running turn through the agent's `_session/steering`
   (`AcpSession.steer`; never tried on an agent that did not advertise it); the live reply shows
   it as a quoted line with the person's name, kept in the final. An agent that answers that a
-  new prompt is required gets it as the next prompt, ahead of the queue.
+  new prompt is required (or that it started a turn of its own, whose output would reach nobody
+  here) gets it as the next prompt, ahead of the queue.
 - Interrupt: the running turn is cancelled as /stop cancels it (its partial output kept), the
   queue stays, and this message goes next, ahead of it.
 
