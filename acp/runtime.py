@@ -27,6 +27,7 @@ import anyio.lowlevel
 
 from acp._dispatch import redact
 from acp.agent_env import agent_environment
+from acp.agent_reports import ADVERTISED as REPORTS_ADVERTISED
 from acp.backends import Backend
 from acp.client_methods import ClientMethods
 from acp.sandbox import Isolation, launch_argv, prepare_private_tmp, remove_private_tmp
@@ -209,7 +210,12 @@ class AcpRuntime:
         params = {
             "protocolVersion": self.backend.protocol_version,
             # auth.terminal: an agent may offer a terminal sign-in, which we name as a command
-            "clientCapabilities": {**self.client_methods.advertised(), "auth": {"terminal": True}},
+            "clientCapabilities": {
+                **self.client_methods.advertised(),
+                "auth": {"terminal": True},
+                # plans by id, subagent sessions, notices, compactions (acp/agent_reports.py)
+                **REPORTS_ADVERTISED,
+            },
             "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
         }
         reply = await self.call("initialize", params, timeout=self.spec.initialize_timeout)
