@@ -45,7 +45,7 @@ def _diff_lines(diffs: tuple[FileDiff, ...], budget: int) -> list[str]:
     lines: list[str] = []
     shown = 0
     for diff in diffs[:DIFFS_SHOWN]:
-        summary = _clip(diff.summary())
+        summary = "  " + _clip(diff.summary())
         if len(summary) + 1 > budget:
             break
         lines.append(summary)
@@ -64,7 +64,7 @@ def _diff_lines(diffs: tuple[FileDiff, ...], budget: int) -> list[str]:
         budget -= len(summary) + 1 + sum(len(line) + 1 for line in block)
     rest = diffs[shown:]
     if rest:
-        lines.append(_clip("and " + ", ".join(diff.summary() for diff in rest[:10])))
+        lines.append("  " + _clip("and " + ", ".join(diff.summary() for diff in rest[:10])))
     return lines
 
 

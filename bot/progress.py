@@ -43,8 +43,9 @@ TOOL_LINES = 5
 # million calls costs a bounded amount.
 TOOLS_KEPT = 200
 
-DIFF_LINES = 4  # the latest edit's first lines in the block
-SUBAGENT_BLOCKS = 3  # subagent sessions shown, the latest active last
+BLOCK_LINES = 19  # the header and the body: within what the reply keeps (bot/reply.py)
+DIFF_LINES = 3  # the latest edit's first lines in the block
+SUBAGENT_BLOCKS = 2  # subagent sessions shown, the latest active last
 SUBAGENTS_KEPT = 32
 NOTICE_LINES = 2
 NOTES_KEPT = 5  # warnings, errors and compactions the final keeps
@@ -234,14 +235,16 @@ class TurnProgress:
     def block(self, elapsed: float) -> str | None:
         """The status block: lines joined by single newlines, None when there is nothing to show.
         The caller puts STATUS_MARK before its first line."""
-        body = [*self._plan_lines(), *self._tool_lines(), *self._subagent_lines()]
+        rest = [*self._tool_lines(), *self._subagent_lines()]
         if self.terminal:
-            body.append(_line(self.terminal))
-        body.extend(self.notices)
+            rest.append(_line(self.terminal))
+        rest.extend(self.notices)
         if self._compaction_line:
-            body.append(self._compaction_line)
+            rest.append(self._compaction_line)
         if self.note:
-            body.append(_line(self.note))
+            rest.append(_line(self.note))
+        # The plan gives way first: the reply keeps at most BLOCK_LINES lines of the block.
+        body = [*self._plan_lines(BLOCK_LINES - 1 - len(rest)), *rest][: BLOCK_LINES - 1]
         if elapsed >= ELAPSED_AFTER:
             header = f"still working ({elapsed_label(elapsed)})"
         elif body:
@@ -250,16 +253,19 @@ class TurnProgress:
             return None
         return "\n".join([header, *body])
 
-    def _plan_lines(self) -> list[str]:
-        if not self.plan:
+    def _plan_lines(self, room: int) -> list[str]:
+        if not self.plan or room < 2:
             return []
         done = sum(1 for entry in self.plan if entry.status == "completed")
         lines = [f"Plan ({done}/{len(self.plan)}):"]
-        for entry in self.plan[:PLAN_LINES]:
+        shown = min(PLAN_LINES, len(self.plan), room - 1)
+        if shown < len(self.plan):
+            shown = min(shown, room - 2)
+        for entry in self.plan[:shown]:
             mark = _PLAN_MARKS.get(entry.status, _PENDING)
             lines.append(_line(f"{mark} {entry.content}"))
-        if len(self.plan) > PLAN_LINES:
-            lines.append(f"… {len(self.plan) - PLAN_LINES} more")
+        if len(self.plan) > shown:
+            lines.append(f"… {len(self.plan) - shown} more")
         return lines
 
     def _tool_lines(self) -> list[str]:
@@ -287,7 +293,7 @@ class TurnProgress:
             lines.append(_line(f"{mark} subagent: {sub.title or 'untitled'}{state}"))
             if sub.tool is not None:
                 tool_mark = _TOOL_MARKS.get(sub.tool.status, _RUNNING)
-                lines.append("    " + _line(f"{tool_mark} {sub.tool.describe()}"))
+                lines.append(_line(f"↳ {tool_mark} {sub.tool.describe()}"))
         return lines
 
     def final_notes(self) -> str:
@@ -325,10 +331,11 @@ class TurnProgress:
 
 
 def _diff_preview(call: ToolCall) -> list[str]:
-    """The first lines of an edit's change, indented under its line (the first file's)."""
-    return (
-        [_line("    " + line) for line in call.diffs[0].preview(DIFF_LINES)] if call.diffs else []
-    )
+    """The first lines of an edit's change (its first file's), under its line. The reply
+    normalises the block's whitespace: a mark, not spaces, sets these lines apart."""
+    if not call.diffs:
+        return []
+    return [_line("│ " + line) for line in call.diffs[0].preview(DIFF_LINES)]
 
 
 def _compacted_line(before: int | None, after: int | None) -> str:

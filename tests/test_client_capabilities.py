@@ -58,6 +58,9 @@ async def test_initialize_advertises_fs_and_terminal(
         "fs": {"readTextFile": True, "writeTextFile": True},
         "terminal": True,
         "auth": {"terminal": True},
+        "plan": {},
+        "subagents": {},
+        "session": {"compaction": {}, "notices": {}},
     }
 
 
