@@ -106,6 +106,7 @@ class TurnProgress:
         self._compacting: tuple[str, int | None] | None = None  # (id, tokens before)
         self._compacted: tuple[int | None, int | None] | None = None  # before, after
         self._compaction_line = ""
+        self._compaction_note: int | None = None  # where the final keeps it
         self._diff_preview: tuple[str, list[str]] = ("", [])  # the latest edit's, rendered once
         self._changes: dict[str, str] = {}  # an edit's `path: +12 −4`, by its call's id
 
@@ -126,7 +127,7 @@ class TurnProgress:
             if self._compacted is not None and self._compacted[1] is None:
                 self._compacted = (self._compacted[0], self._used)
                 self._compaction_line = _compacted_line(*self._compacted)
-                self._keep_note(self._compaction_line, replace_last=True)
+                self._keep_note(self._compaction_line, at=self._compaction_note)
                 return True
             return False
         if kind in (EventKind.TOOL_CALL, EventKind.TOOL_UPDATE) and event.tool is not None:
@@ -193,14 +194,18 @@ class TurnProgress:
             self._compaction_line = _line(f"context compaction {report.status}{detail}")
         else:
             return False
-        self._keep_note(self._compaction_line)
+        self._compaction_note = self._keep_note(self._compaction_line)
         return True
 
-    def _keep_note(self, line: str, *, replace_last: bool = False) -> None:
-        if replace_last and self.notes:
-            self.notes[-1] = line
-        elif len(self.notes) < NOTES_KEPT:
+    def _keep_note(self, line: str, *, at: int | None = None) -> int | None:
+        """Keep `line` for the final (in place of the note `at`); where it went, if kept."""
+        if at is not None and at < len(self.notes):
+            self.notes[at] = line
+            return at
+        if len(self.notes) < NOTES_KEPT:
             self.notes.append(line)
+            return len(self.notes) - 1
+        return None
 
     def _on_tool(self, tool: ToolCall) -> None:
         known = self.tools.get(tool.tool_call_id)

@@ -248,3 +248,22 @@ async def test_telegram_shows_a_subagent_a_notice_and_a_compaction(
     final = api.chat_text(ALICE.id)
     assert "⚠ MCP server unavailable — Continuing without it." in final
     assert "context compacted (80,000 → 20,000 tokens)" in final
+
+
+def test_a_notice_between_a_compaction_and_its_count_stays_in_the_final() -> None:
+    from acp._dispatch import parse_update
+
+    progress = TurnProgress()
+    for fields in (
+        {"sessionUpdate": "usage_update", "used": 9000, "size": 10000},
+        {"sessionUpdate": "compaction_update", "compactionId": "c", "status": "in_progress"},
+        {"sessionUpdate": "compaction_update", "compactionId": "c", "status": "completed"},
+        {"sessionUpdate": "notice", "severity": "error", "title": "Provider degraded"},
+        {"sessionUpdate": "usage_update", "used": 1000, "size": 10000},
+    ):
+        parsed = parse_update({"sessionId": "s", "update": fields})
+        assert parsed is not None
+        progress.on_event(parsed)
+    assert progress.final_notes() == (
+        "context compacted (9,000 → 1,000 tokens)\n✗ Provider degraded"
+    )
