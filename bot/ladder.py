@@ -140,8 +140,8 @@ async def _stream(
                     raise
                 event.permission.respond(answer)
                 continue
-            if kind is EventKind.TOOL_CALL or kind is EventKind.FILE:
-                walk.activity = True
+            if kind is EventKind.TOOL_CALL or kind is EventKind.FILE or kind is EventKind.SUBAGENT:
+                walk.activity = True  # a subagent at work has acted too: never sent again
             await output.on_event(event)
     raise AcpError(
         "The agent ended the turn without saying how (no ACP stop reason); send the message "

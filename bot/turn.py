@@ -248,6 +248,7 @@ class Turn:
         if percent is not None:  # unknown context use leaves what was said in force
             host.compact_told = level
         lines = [
+            output.progress.final_notes(),  # what the agent warned of, a compaction
             output.progress.tool_summary() if host.services.settings.tool_summary else "",
             usage_footer(usage),
             approvals_footer(self.approvals),

@@ -372,6 +372,8 @@ class Settings(BaseSettings):
     # -- what a reply shows besides the answer (issue 13: progress and files out) --
     tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
     reply_file_after: int = Field(default=0, ge=0, le=1000)  # messages; 0: never as a .md file
+    # an edit's whole patch goes with its approval card as a .diff file past this many lines
+    diff_file_after: int = Field(default=40, ge=0, le=100_000)
     state: str = Field(default_factory=_default_state_path)
     # -- replicas on one Redis store (issue 16, bot/cluster.py) --
     replica_id: str = Field(
