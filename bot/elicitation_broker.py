@@ -427,11 +427,6 @@ class ElicitationBroker:
 
     # ---- what arrives ---------------------------------------------------------------------
 
-    def text_wanted(self, key: ConversationKey) -> bool:
-        """Whether a question in this conversation waits for a typed answer now."""
-        form = self._forms.get(key)
-        return form is not None and form.wants_text
-
     async def take_text(self, message: Inbound) -> bool:
         """The message answers the question waiting in its conversation for typed text (True),
         when it comes from someone who may answer it; else it is an ordinary message."""
