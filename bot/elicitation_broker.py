@@ -259,9 +259,9 @@ class ElicitationBroker:
                         OK: "Sent",
                     }[action] + f" by {who}."
                     return _Step(action)
-                if got.text is None and action.startswith(VALUE_PREFIX):
-                    value = button_value(field_, action)
-                    outcome = f"Answered by {who}: {self._label(card, action)}"
+                if got.text is None and got.value.startswith(VALUE_PREFIX):
+                    value = button_value(field_, got.value)
+                    outcome = f"Answered by {who}: {self._label(card, got.value)}"
                     return _Step(value=value)
                 if got.text is None or field_ is None:
                     continue  # a press of another card's kind: not this card's

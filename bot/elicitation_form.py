@@ -155,14 +155,15 @@ def field_card(
     fields = request.fields
     text = _heading(request, asked, index == 0)
     if not fields:
-        offers = (Offer(OK, "Send", "primary"),)
-        return Card("\n".join(text), (*offers, *_closing(None)), wants_text=False)
+        send = Offer(OK, "Send", "primary")
+        return Card("\n".join(text), (send, *_closing(None)), wants_text=False)
     field = fields[index]
     count = f"Question {index + 1} of {len(fields)}: " if len(fields) > 1 else ""
     required = "" if field.required else " (optional)"
     text.append(f"{count}{_one_line(field.title or field.name, HEADLINE_MAX)}{required}")
     if field.description:
         text.append(_clipped(field.description, DESCRIPTION_MAX))
+    offers: tuple[Offer, ...]
     if field.kind == "boolean":
         offers = tuple(Offer(value, label, "primary") for value, label in _BOOLEAN_LABELS)
         return Card("\n".join(text), (*offers, *_closing(field)), wants_text=False)
