@@ -143,8 +143,8 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
     ]
     assert fake_agent.prompt_texts() == [script(PROFILE)]  # the answers were not prompts
     (record,) = [r for r in records if r["kind"] == "elicitation"]
-    assert record["actor"] == "alice"
-    assert record["details"] == {
+    assert (record["actor"], record["action"]) == ("alice", "question")
+    assert {name: record[name] for name in ("requester", "question", "mode", "outcome")} == {
         "requester": "alice",
         "question": "Tell me about you",
         "mode": "form",
@@ -182,7 +182,7 @@ async def test_only_the_requester_or_an_approver_answers_and_a_press_from_elsewh
     ]
     assert refused == [("bob", ""), ("alice", "wrong conversation")]
     (record,) = [r for r in records if r["kind"] == "elicitation"]
-    assert (record["actor"], record["details"]["outcome"]) == ("carol", "decline")
+    assert (record["actor"], record["outcome"]) == ("carol", "decline")
 
 
 async def test_no_answer_within_the_approval_timeout_answers_cancel(
@@ -196,7 +196,7 @@ async def test_no_answer_within_the_approval_timeout_answers_cancel(
     assert answered(surface) == {"action": "cancel"}
     assert surface.closed() == ["No answer within 0.3 s: cancelled."]
     (record,) = [r for r in records if r["kind"] == "elicitation"]
-    assert record["details"]["outcome"] == "timed out, cancelled"
+    assert record["outcome"] == "timed out, cancelled"
 
 
 async def test_stop_cancels_the_open_question_and_closes_its_card(
