@@ -167,11 +167,11 @@ async def test_only_the_requester_or_an_approver_answers_and_a_press_from_elsewh
         await finished(surface.post(surface.press("alice", decline, key=elsewhere)))
         assert surface.notices("alice") == ["This question is no longer open."]
         # Bob's message is his own prompt, queued behind the turn: not the answer
-        await finished(surface.post(surface.message("bob", "Bob")))
+        bobs = surface.post(surface.message("bob", "Bob"))
+        await wait_for(lambda: "Queued" in surface.transcript(), "bob's message queued")
         assert surface.closed() == []
         await finished(surface.post(surface.press("carol", decline)))  # an approver
-        await finished(turn)
-        await wait_for(lambda: len(fake_agent.prompt_texts()) == 2, "bob's prompt")
+        await finished(turn, bobs)
         records = [r.as_json() for r in await app.store.audit_since(0)]
 
     assert answered(surface) == {"action": "decline"}
@@ -255,7 +255,7 @@ async def test_a_url_question_is_a_link_answered_accept_by_done_and_closed_when_
         await finished(surface.post(surface.press("alice", token(shown, "Done"))))
         await finished(turn)
         await wait_for(lambda: len(surface.closed()) == 2, "the card closed by the agent")
-    assert answered(surface) == {"action": "accept"}
+    assert answered(surface) == {"action": "accept", "content": {}}
     assert surface.closed() == [
         "Done (Alice); waiting for the agent to confirm.",
         "Done: the agent says it is complete.",
