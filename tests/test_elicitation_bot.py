@@ -177,9 +177,7 @@ async def test_only_the_requester_or_an_approver_answers_and_a_press_from_elsewh
     assert answered(surface) == {"action": "decline"}
     assert surface.closed() == ["Declined by Carol."]
     assert fake_agent.prompt_texts()[1] == "Bob"
-    refused = [
-        (r["actor"], r["details"].get("reason", "")) for r in records if r["kind"] == "refused"
-    ]
+    refused = [(r["actor"], r.get("reason", "")) for r in records if r["kind"] == "refused"]
     assert refused == [("bob", ""), ("alice", "wrong conversation")]
     (record,) = [r for r in records if r["kind"] == "elicitation"]
     assert (record["actor"], record["outcome"]) == ("carol", "decline")
