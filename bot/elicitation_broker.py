@@ -1,8 +1,8 @@
 """The agent's questions (ACP `elicitation/create`): a form asked field by field on the surface,
 or a link to open, and the answer that goes back (`accept` with the values, `decline`, `cancel`).
 
-The cards and how a reply is read are bot/elicitation_form.py's; this module shows them, waits
-and answers. Only the person whose message started the turn, or an approver (admins are
+The cards and how a reply is read are bot/elicitation_form.py's, the card on show and the wait
+for what arrives bot/elicitation_cards.py's; this module walks the question and answers it. Only the person whose message started the turn, or an approver (admins are
 approvers), answers: a press from anyone else is refused and told, and audited as an approval
 press is. Buttons carry one-time tokens (`ELICIT_TOKEN_PREFIX` and a random part) kept in the
 store with the approvals' tokens (so cards a crashed process left are closed at start-up by
@@ -21,11 +21,8 @@ typed or picked)."""
 from __future__ import annotations
 
 import logging
-import secrets
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -41,6 +38,7 @@ from acp import (
 )
 from bot.access import AccessPolicy
 from bot.audit import AuditLog
+from bot.elicitation_cards import ELICIT_TOKEN_PREFIX, Input, OpenQuestion, QuestionCards, Say
 from bot.elicitation_form import (
     CANCEL,
     DECLINE,
@@ -56,8 +54,7 @@ from bot.elicitation_form import (
     url_host,
 )
 from bot.permissions import ApprovalBroker
-from bot.store import ApprovalRecord, StateStore, StoreError
-from surfaces.abilities import AsksForText
+from bot.store import StateStore, StoreError
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
@@ -72,11 +69,9 @@ __all__ = ["ELICIT_TOKEN_PREFIX", "ElicitationBroker"]
 
 log = logging.getLogger(__name__)
 
-ELICIT_TOKEN_PREFIX = "elicit:"
 NOT_OPEN = "This question is no longer open."
 FILES_REFUSED = "Type the answer: a file cannot answer the agent's question."
 
-Say = Callable[[Surface, ConversationKey, str], Awaitable[None]]
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 # The audit's outcomes (besides the three ACP actions)
@@ -84,44 +79,6 @@ TIMED_OUT = "timed out, cancelled"
 NOT_VALID = "no valid value, cancelled"
 WITHDRAWN = "withdrawn"
 STOPPED = "stopped"
-
-
-@dataclass(frozen=True, slots=True)
-class _Input:
-    """A press (its button's `value`) or a typed reply (`text`) from someone allowed to answer."""
-
-    user: UserRef
-    value: str = ""
-    text: str | None = None
-    files: bool = False
-
-
-@dataclass(slots=True)
-class _Form:
-    """One question being asked: its card on show and what arrived for it."""
-
-    pending: PendingElicitation
-    surface: Surface
-    key: ConversationKey
-    requester: UserRef
-    inbox: deque[_Input] = field(default_factory=deque)
-    arrived: anyio.Event = field(default_factory=anyio.Event)
-    wants_text: bool = False  # the card on show is answered by the next message
-    tokens: tuple[str, ...] = ()  # the buttons of the card on show
-    group: str = ""
-    card: MessageRef | None = None
-    card_text: str = ""
-    answered_by: str = ""  # the user id of the last answer taken
-
-    def put(self, item: _Input) -> None:
-        self.inbox.append(item)
-        self.arrived.set()
-
-    async def next(self) -> _Input:
-        while not self.inbox:
-            self.arrived = anyio.Event()
-            await self.arrived.wait()
-        return self.inbox.popleft()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +109,9 @@ class ElicitationBroker:
         self.approvals = approvals
         self.timeout = timeout
         self.audit = audit
-        self.replica = replica
-        self._say = say
         self._spawn = spawn
-        self._forms: dict[ConversationKey, _Form] = {}
-        self._form_of: dict[str, _Form] = {}  # token -> the question whose card offers it
+        self._forms: dict[ConversationKey, OpenQuestion] = {}
+        self.cards = QuestionCards(store, access, timeout=timeout, replica=replica, say=say)
 
     # ---- asking ---------------------------------------------------------------------------
 
@@ -170,7 +125,7 @@ class ElicitationBroker:
         """Ask the question on the surface and return the answer for the agent (the caller
         sends it). Returns `cancel` when the request was answered meanwhile (a stopped turn,
         withdrawn by the agent)."""
-        form = _Form(pending, surface, key, requester)
+        form = OpenQuestion(pending, surface, key, requester)
         self._forms[key] = form
         request = pending.request
         outcome = STOPPED
@@ -185,7 +140,7 @@ class ElicitationBroker:
             if self._forms.get(key) is form:
                 del self._forms[key]
             with anyio.CancelScope(shield=True):
-                await self._close(form, "Stopped." if outcome == STOPPED else "")
+                await self.cards.close(form, "Stopped." if outcome == STOPPED else "")
                 await self.audit.elicitation(
                     surface.name,
                     requester=requester.id,
@@ -195,7 +150,7 @@ class ElicitationBroker:
                     outcome=outcome,
                 )
 
-    async def _ask_form(self, form: _Form) -> tuple[ElicitationAnswer, str]:
+    async def _ask_form(self, form: OpenQuestion) -> tuple[ElicitationAnswer, str]:
         request = form.pending.request
         content: dict[str, Any] = {}
         buttons = form.surface.capabilities.message_buttons
@@ -211,7 +166,7 @@ class ElicitationBroker:
             content[field_.name] = step.value
         return ElicitationAnswer(ELICITATION_ACCEPT, content), ELICITATION_ACCEPT
 
-    def _ending(self, form: _Form, action: str) -> tuple[ElicitationAnswer, str]:
+    def _ending(self, form: OpenQuestion, action: str) -> tuple[ElicitationAnswer, str]:
         """The answer for a question ended by `action` (the person's, or why it ended)."""
         if action == DECLINE:
             return ElicitationAnswer(ELICITATION_DECLINE, {}), ELICITATION_DECLINE
@@ -221,22 +176,22 @@ class ElicitationBroker:
             action = WITHDRAWN
         return ElicitationAnswer(ELICITATION_CANCEL, {}), action
 
-    def _asked(self, form: _Form) -> str:
+    def _asked(self, form: OpenQuestion) -> str:
         approvers = self.access.approvers(form.surface.name)
         others = [who for who in approvers if who != form.requester.id]
         return form.requester.label + (" (or an approver)" if others else "")
 
-    async def _card(self, form: _Form, card: Card, field_: ElicitationField | None) -> _Step:
+    async def _card(self, form: OpenQuestion, card: Card, field_: ElicitationField | None) -> _Step:
         """Show one card and take what arrives for it until it has a value or an ending."""
-        await self._show(form, card)
+        await self.cards.show(form, card)
         if card.wants_text:
-            await self._ask_text(form, card, field_)
+            await self.cards.ask_text(form, card, field_)
         tries = 0
         outcome = "Stopped."  # unless the card ends otherwise (the turn was cancelled)
         told = False  # an end the person did not choose: said where no card shows it
         try:
             while True:
-                got = await self._next(form)
+                got = await self.cards.next(form)
                 if got is None:
                     if form.pending.answered:
                         gone = form.pending.withdrawn
@@ -249,7 +204,7 @@ class ElicitationBroker:
                 action = got.value if got.text is None else typed_action(got.text)
                 if action == SKIP and field_ is not None and field_.required:
                     title = field_.title or field_.name
-                    await self._retell(form, f"{title} is required: answer it, or decline.")
+                    await self.cards.retell(form, f"{title} is required: answer it, or decline.")
                     continue
                 if action in (SKIP, DECLINE, CANCEL, OK):
                     outcome = {
@@ -266,7 +221,7 @@ class ElicitationBroker:
                 if got.text is None or field_ is None:
                     continue  # a press of another card's kind: not this card's
                 if got.files and not got.text.strip():
-                    await self._retell(form, FILES_REFUSED)
+                    await self.cards.retell(form, FILES_REFUSED)
                     continue
                 try:
                     value = field_.read(got.text)
@@ -276,7 +231,7 @@ class ElicitationBroker:
                         outcome = f"No valid answer after {MAX_TRIES} tries: cancelled."
                         told = True
                         return _Step(NOT_VALID)
-                    await self._retell(form, f"{exc} Reply again.")
+                    await self.cards.retell(form, f"{exc} Reply again.")
                     continue
                 outcome = f"Answered by {who}."
                 return _Step(value=value)
@@ -284,47 +239,49 @@ class ElicitationBroker:
             form.wants_text = False
             had_card = form.card is not None
             with anyio.CancelScope(shield=True):
-                await self._close(form, outcome)
+                await self.cards.close(form, outcome)
             if told and not had_card:  # no card says why the question ended (a terminal)
-                await self._say_safely(form, outcome)
+                await self.cards.say_safely(form, outcome)
 
     @staticmethod
     def _label(card: Card, value: str) -> str:
         return next((offer.label for offer in card.offers if offer.value == value), "")
 
-    async def _ask_url(self, form: _Form) -> tuple[ElicitationAnswer, str]:
+    async def _ask_url(self, form: OpenQuestion) -> tuple[ElicitationAnswer, str]:
         request = form.pending.request
         card = url_card(request, self._asked(form))
         host = url_host(request.url)
         link = Choice(f"{ELICIT_TOKEN_PREFIX}link", f"Open {host}", url=request.url)
-        await self._show(form, card, link)
-        got = await self._next(form, completion=True)
+        await self.cards.show(form, card, link)
+        got = await self.cards.next(form, completion=True)
         if got is None and form.pending.is_complete and not form.pending.answered:
-            await self._close(form, "Done: the agent says it is complete.")
+            await self.cards.close(form, "Done: the agent says it is complete.")
             return ElicitationAnswer(ELICITATION_ACCEPT, {}), ELICITATION_ACCEPT
         if got is None:
             step = _Step(STOPPED if form.pending.answered else TIMED_OUT)
             ended = "Stopped." if step.action == STOPPED else ""
             if step.action == TIMED_OUT:
                 ended = f"No answer within {self.timeout:g} s: cancelled."
-            await self._close(form, ended)
+            await self.cards.close(form, ended)
             return self._ending(form, step.action)
         form.answered_by = got.user.id
         action = got.value if got.text is None else typed_action(got.text) or ""
         if action != OK:
             words = {DECLINE: "Declined", CANCEL: "Cancelled"}
-            await self._close(form, f"{words.get(action, 'Cancelled')} by {got.user.label}.")
+            await self.cards.close(form, f"{words.get(action, 'Cancelled')} by {got.user.label}.")
             return self._ending(form, action if action in words else CANCEL)
         if form.pending.is_complete:
-            await self._close(form, f"Done ({got.user.label}); the agent says it is complete.")
+            await self.cards.close(form, f"Done ({got.user.label}); the agent says it is complete.")
         else:
             ref, text = form.card, form.card_text
-            await self._close(form, f"Done ({got.user.label}); waiting for the agent to confirm.")
+            await self.cards.close(
+                form, f"Done ({got.user.label}); waiting for the agent to confirm."
+            )
             if ref is not None:
                 self._spawn(lambda: self._close_when_complete(form, ref, text))
         return ElicitationAnswer(ELICITATION_ACCEPT, {}), ELICITATION_ACCEPT
 
-    async def _close_when_complete(self, form: _Form, ref: MessageRef, text: str) -> None:
+    async def _close_when_complete(self, form: OpenQuestion, ref: MessageRef, text: str) -> None:
         """`elicitation/complete` after the person pressed Done: the card says so."""
         with anyio.move_on_after(self.timeout):
             await form.pending.completed.wait()
@@ -332,98 +289,6 @@ class ElicitationBroker:
                 await form.surface.close_choice(ref, text, "Done: the agent says it is complete.")
             except Exception:  # the surface: the question is answered whatever the card shows
                 log.warning("could not close the question's card", exc_info=True)
-
-    # ---- the card on show -----------------------------------------------------------------
-
-    async def _show(self, form: _Form, card: Card, link: Choice | None = None) -> None:
-        """Post `card` (with `link` first) as a choice whose buttons carry one-time tokens."""
-        if not card.offers:
-            return
-        group = secrets.token_urlsafe(9)
-        offers = {f"{ELICIT_TOKEN_PREFIX}{secrets.token_urlsafe(12)}": o for o in card.offers}
-        now = time.time()
-        requester = form.requester.id
-        await self.store.put_approvals(
-            [
-                ApprovalRecord(token, group, offer.value, requester, form.key, now, self.replica)
-                for token, offer in offers.items()
-            ],
-            self.timeout + 60,
-        )
-        form.group, form.tokens, form.card_text = group, tuple(offers), card.text
-        self._form_of.update(dict.fromkeys(offers, form))
-        choices = [Choice(token, o.label, o.style) for token, o in offers.items()]
-        allowed = sorted({requester, *self.access.approvers(form.surface.name)})
-        form.card = await form.surface.ask_choice(
-            form.key, card.text, [*([link] if link else []), *choices], allowed_users=allowed
-        )
-        try:
-            await self.store.approval_shown(group, form.card.id)
-        except StoreError as exc:  # only a crash from now on would leave the card open
-            log.warning("could not note the question's card %s: %s", form.card.id, exc.reason)
-
-    async def _ask_text(self, form: _Form, card: Card, field_: ElicitationField | None) -> None:
-        """The field is answered by the next message: where the card has buttons, a short
-        prompt the person replies to (Telegram's force-reply); else the card's text itself."""
-        form.wants_text = True
-        if form.card is not None:
-            if isinstance(form.surface, AsksForText) and field_ is not None:
-                title = field_.title or field_.name
-                prompt = f"{form.requester.label}, your answer to “{title}”:"
-                await form.surface.ask_text(form.key, prompt, user=form.requester)
-            return
-        await self._retell(form, card.text)
-
-    async def _retell(self, form: _Form, text: str) -> None:
-        """A line for the person answering, as the next message's prompt where the surface
-        has one (a terminal shows it at once, mid-reply)."""
-        if isinstance(form.surface, AsksForText):
-            await form.surface.ask_text(form.key, text, user=form.requester)
-        else:
-            await self._say(form.surface, form.key, text)
-
-    async def _say_safely(self, form: _Form, text: str) -> None:
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._say(form.surface, form.key, text)
-            except Exception:
-                log.warning("could not tell %s about the question", form.key, exc_info=True)
-
-    async def _close(self, form: _Form, outcome: str) -> None:
-        """The card on show loses its buttons and says `outcome`; its tokens go."""
-        ref, group, tokens = form.card, form.group, form.tokens
-        form.card, form.group, form.tokens = None, "", ()
-        for token in tokens:
-            self._form_of.pop(token, None)
-        if ref is not None:
-            try:
-                await form.surface.close_choice(ref, form.card_text, outcome or "Stopped.")
-            except Exception:  # the surface: one card's fault must not keep the answer back
-                log.warning("could not close the question's card", exc_info=True)
-        if group:
-            try:
-                await self.store.drop_approvals(group)
-            except StoreError as exc:  # they expire by themselves
-                log.warning("could not drop the question's tokens: %s", exc.reason)
-
-    async def _next(self, form: _Form, *, completion: bool = False) -> _Input | None:
-        """What arrives for the card next; None when the time ran out, the request was
-        answered elsewhere (a stopped turn, withdrawn), or (`completion`) the agent said the
-        URL question is complete."""
-        got: _Input | None = None
-        with anyio.move_on_after(self.timeout):
-            async with anyio.create_task_group() as tg:
-
-                async def ended(wait: Callable[[], Awaitable[object]]) -> None:
-                    await wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(ended, form.pending.wait)
-                if completion:
-                    tg.start_soon(ended, form.pending.completed.wait)
-                got = await form.next()
-                tg.cancel_scope.cancel()
-        return got
 
     # ---- what arrives ---------------------------------------------------------------------
 
@@ -435,12 +300,12 @@ class ElicitationBroker:
             return False
         if not self.access.may_approve(message.key.surface, message.user, form.requester.id):
             return False
-        form.put(_Input(message.user, text=message.text, files=bool(message.files)))
+        form.put(Input(message.user, text=message.text, files=bool(message.files)))
         return True
 
     async def answer(self, press: ChoiceAnswer) -> bool:
         """A press of a question's button. Returns whether it was taken."""
-        form = self._form_of.get(press.token)
+        form = self.cards.holder.get(press.token)
         shown_in = form.key if form is not None else await self._stored_home(press.token)
         if form is None or await self.approvals.refuse_misplaced(press, shown_in, "question"):
             await _notify(press, NOT_OPEN)
@@ -456,7 +321,7 @@ class ElicitationBroker:
         if record is None or press.token not in form.tokens:
             await _notify(press, "This question was already answered.")
             return False
-        form.put(_Input(press.user, value=record.option_id))
+        form.put(Input(press.user, value=record.option_id))
         return True
 
     async def _stored_home(self, token: str) -> ConversationKey | None:
