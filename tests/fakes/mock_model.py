@@ -14,7 +14,9 @@ One threaded HTTP server on 127.0.0.1 serves both:
 The scenario is picked from a marker word (``SCN_...``) anywhere in the user text of the
 conversation; the **last** marker wins. Scenarios apply only to requests carrying a non-empty
 ``tools`` list: tool-less requests (session-title generation and other side calls) always get the
-plain text reply. See ``SCENARIOS``.
+plain text reply. See ``SCENARIOS``. Each ``RecordedRequest`` keeps what a test asserts on: the
+user texts and tool results the request carried, the tools it offered, and the user texts that
+came after the marker's (``injected_texts``: what a steer put into the running turn).
 
 Module use::
 
@@ -43,7 +45,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -52,7 +54,15 @@ __all__ = [
     "ANTHROPIC_MODEL",
     "DEFAULT_SCENARIO",
     "GEMINI_MODEL",
+    "MOCK_ASK_ANSWERED",
+    "MOCK_ASK_HEADER",
+    "MOCK_ASK_INPUT",
+    "MOCK_ASK_OPTIONS",
+    "MOCK_ASK_QUESTION",
+    "MOCK_ASK_TOOL",
+    "MOCK_ASK_UNAVAILABLE",
     "MOCK_SLOW_PREFIX",
+    "MOCK_STEER_SEEN",
     "MOCK_TEXT",
     "MOCK_TITLE",
     "MOCK_TOOL_COMMAND",
@@ -79,6 +89,26 @@ MOCK_TOOL_DESCRIPTION = "Write a marker file for the Switchboard mock"
 MOCK_TOOL_JUSTIFICATION = "The Switchboard mock model needs to write tool_ran.txt in the workspace."
 MOCK_SLOW_PREFIX = "slow-tick"
 MOCK_REFUSAL_TEXT = "I can't help with that request."
+MOCK_STEER_SEEN = "Steer seen by the mock:"
+MOCK_ASK_TOOL = "AskUserQuestion"
+MOCK_ASK_QUESTION = "Which colour should the mock paint the shed?"
+MOCK_ASK_HEADER = "Colour"
+MOCK_ASK_OPTIONS = ("Red", "Blue")
+MOCK_ASK_INPUT = {
+    "questions": [
+        {
+            "question": MOCK_ASK_QUESTION,
+            "header": MOCK_ASK_HEADER,
+            "options": [
+                {"label": label, "description": f"Paint it {label.lower()}"}
+                for label in MOCK_ASK_OPTIONS
+            ],
+            "multiSelect": False,
+        }
+    ]
+}
+MOCK_ASK_ANSWERED = "The mock read the answer:"
+MOCK_ASK_UNAVAILABLE = "The mock wanted to ask a question, but AskUserQuestion is not offered."
 ANTHROPIC_MODEL = "claude-mock-1"
 OPENAI_MODEL = "gpt-mock"
 
@@ -96,6 +126,11 @@ SCENARIOS: dict[str, str] = {
     "SCN_REFUSAL": "anthropic stop_reason 'refusal' on every call; openai a refusal content part",
     "SCN_TOOL": "one tool call (anthropic Bash / openai exec_command require_escalated), then text",
     "SCN_SLOW": "text streamed slowly (one delta per slow_interval for slow_duration seconds)",
+    "SCN_STEER": "anthropic: as SCN_SLOW until a request carries user text after the marker's "
+    "(a steer injected into the turn), then text MOCK_STEER_SEEN + those texts joined by ' | '",
+    "SCN_ASK": "anthropic: tool_use AskUserQuestion (MOCK_ASK_INPUT: one question, options "
+    "MOCK_ASK_OPTIONS), then text MOCK_ASK_ANSWERED + the tool_result's text; "
+    "MOCK_ASK_UNAVAILABLE when the tool is not offered",
 }
 
 _MARKER_RE = re.compile(r"\bSCN_[A-Z0-9_]+\b")
@@ -206,6 +241,14 @@ class RecordedRequest:
     marker: str | None = None  # marker found in the conversation (even when not applied)
     scenario: str | None = None  # scenario applied (None for tool-less/side requests)
     tool_result_seen: bool = False  # a tool result follows the marker
+    # the conversation as the mock read it: every user text, and every tool result's text
+    # (Anthropic; the other APIs record "" per result), in order
+    user_texts: list[str] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)
+    tool_names: list[str] = field(default_factory=list)  # the tools the request offers
+    # user texts after the marker's (a steer injected into the running turn), the agent's
+    # own additions (system reminders, suggestion-mode prompts) left out
+    injected_texts: list[str] = field(default_factory=list)
     status: int | None = None
     response: str | None = None  # short label of what was answered ("text", "tool_use", ...)
     disconnected: bool = False  # the client went away while we were streaming
@@ -440,8 +483,32 @@ def _anthropic_events(body: dict) -> list[tuple[str, str]]:
             if block.get("type") == "text":
                 events.append(("user_text", str(block.get("text") or "")))
             elif block.get("type") == "tool_result":
-                events.append(("tool_result", ""))
+                events.append(("tool_result", _anthropic_tool_result_text(block)))
     return events
+
+
+def _offered_tool_names(body: dict) -> list[str]:
+    """Names of the tools an Anthropic, Responses or Chat Completions request offers."""
+    names = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            name = tool.get("name") or (tool.get("function") or {}).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _anthropic_tool_result_text(block: dict) -> str:
+    """The text of a ``tool_result`` block (a string, or its text blocks joined)."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    parts = [
+        str(part.get("text") or "")
+        for part in content or []
+        if isinstance(part, dict) and part.get("type") == "text"
+    ]
+    return "\n".join(parts)
 
 
 def _openai_events(body: dict) -> list[tuple[str, str]]:
@@ -477,6 +544,24 @@ def _marker_and_tool_state(events: list[tuple[str, str]]) -> tuple[str | None, b
                 marker, marker_pos = m, i
     tool_after = any(kind == "tool_result" for kind, _ in events[marker_pos + 1 :])
     return marker, tool_after
+
+
+# User texts Claude Code adds on its own: context reminders, and the prompt-suggestion side
+# request it sends after some turns (it carries the conversation, so the marker).
+_AGENT_OWN_TEXT_PREFIXES = ("<system-reminder>", "[SUGGESTION MODE")
+
+
+def _texts_after_marker(events: list[tuple[str, str]]) -> list[str]:
+    """User texts after the last marker-bearing one: what a steer injected into the turn."""
+    marker_pos = -1
+    for i, (kind, text) in enumerate(events):
+        if kind == "user_text" and find_marker([text]) is not None:
+            marker_pos = i
+    return [
+        text
+        for kind, text in events[marker_pos + 1 :]
+        if kind == "user_text" and not text.lstrip().startswith(_AGENT_OWN_TEXT_PREFIXES)
+    ]
 
 
 MOCK_TITLE = "Mock session title"
@@ -1045,6 +1130,7 @@ class _Handler(_GeminiAndChatMixin, BaseHTTPRequestHandler):
         if isinstance(body, dict):
             rec.stream = bool(body.get("stream"))
             rec.has_tools = bool(body.get("tools"))
+            rec.tool_names = _offered_tool_names(body)
             rec.model = body.get("model") if isinstance(body.get("model"), str) else None
         if api == "gemini":
             rec.stream = endpoint == "stream_generate"
@@ -1155,11 +1241,23 @@ class _Handler(_GeminiAndChatMixin, BaseHTTPRequestHandler):
             effect = "SCN_TEXT" if self.mock._next_once(rec.api or "") > 0 else "SCN_E429"
         else:
             effect = scenario or "SCN_TEXT"
-        self.mock._update(rec, marker=marker, scenario=scenario, tool_result_seen=tool_after)
+        self.mock._update(
+            rec,
+            marker=marker,
+            scenario=scenario,
+            tool_result_seen=tool_after,
+            user_texts=[text for kind, text in events if kind == "user_text"],
+            tool_results=[text for kind, text in events if kind == "tool_result"],
+            injected_texts=_texts_after_marker(events) if marker is not None else [],
+        )
         if schema is not None:
             return "STRUCTURED"
         if effect == "SCN_TOOL" and tool_after:
             return "TOOL_DONE"
+        if effect == "SCN_ASK" and tool_after:
+            return "ASK_DONE"
+        if effect == "SCN_STEER" and _texts_after_marker(events):
+            return "STEER_DONE"
         return effect
 
     # ---- Anthropic ------------------------------------------------------------------------
@@ -1186,8 +1284,31 @@ class _Handler(_GeminiAndChatMixin, BaseHTTPRequestHandler):
             stop, label = "tool_use", "tool_use"
         elif effect == "SCN_REFUSAL":
             blocks, stop, label = [], "refusal", "refusal"
-        elif effect == "SCN_SLOW":
+        elif effect in ("SCN_SLOW", "SCN_STEER"):
             blocks, stop, label = [{"type": "text", "text": None}], "end_turn", "slow"
+        elif effect == "STEER_DONE":
+            seen = " | ".join(rec.injected_texts)
+            blocks = [{"type": "text", "text": f"{MOCK_STEER_SEEN} {seen}"}]
+            stop, label = "end_turn", "steer_seen"
+        elif effect == "SCN_ASK":
+            if MOCK_ASK_TOOL in rec.tool_names:
+                tool_id = self.mock._new_id("toolu")
+                blocks = [
+                    {
+                        "type": "tool_use",
+                        "id": tool_id,
+                        "name": MOCK_ASK_TOOL,
+                        "input": MOCK_ASK_INPUT,
+                    }
+                ]
+                stop, label = "tool_use", "ask"
+            else:
+                blocks = [{"type": "text", "text": MOCK_ASK_UNAVAILABLE}]
+                stop, label = "end_turn", "ask_unavailable"
+        elif effect == "ASK_DONE":
+            answer = rec.tool_results[-1] if rec.tool_results else ""
+            blocks = [{"type": "text", "text": f"{MOCK_ASK_ANSWERED} {answer}"}]
+            stop, label = "end_turn", "ask_answered"
         elif effect == "TOOL_DONE":
             blocks = [{"type": "text", "text": MOCK_TOOL_DONE_TEXT}]
             stop, label = "end_turn", "text"
@@ -1198,7 +1319,7 @@ class _Handler(_GeminiAndChatMixin, BaseHTTPRequestHandler):
             blocks, stop, label = [{"type": "text", "text": MOCK_TEXT}], "end_turn", "text"
 
         if not rec.stream:
-            if effect == "SCN_SLOW":  # no slowness without streaming
+            if effect in ("SCN_SLOW", "SCN_STEER"):  # no slowness without streaming
                 blocks = [{"type": "text", "text": MOCK_TEXT}]
             obj = {
                 "id": msg_id,

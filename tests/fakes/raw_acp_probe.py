@@ -56,6 +56,7 @@ class RawAcpProbe:
         stderr_path: str | None = None,
         permission: str = "allow_once",
         annotate: bool = False,
+        elicitation: Callable[[dict], dict] | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -70,6 +71,9 @@ class RawAcpProbe:
         self.responses: dict[int, dict] = {}
         self.frames: list[dict] = []  # every parsed frame received, in order
         self.permission_requests: list[dict] = []
+        # elicitation/create params -> its result ({action, content}); None answers -32601
+        self.elicitation = elicitation
+        self.elicitation_requests: list[dict] = []
         self.proc = None
         self.stderr_lines: list[str] = []
         self._stderr_lock = threading.Lock()
@@ -184,6 +188,10 @@ class RawAcpProbe:
                 self.permission_requests.append(obj.get("params") or {})
                 result = self._choose_permission(obj.get("params") or {})
                 self.send({"jsonrpc": "2.0", "id": obj["id"], "result": result})
+            elif method == "elicitation/create" and self.elicitation is not None:
+                params = obj.get("params") or {}
+                self.elicitation_requests.append(params)
+                self.send({"jsonrpc": "2.0", "id": obj["id"], "result": self.elicitation(params)})
             else:
                 self.send(
                     {
@@ -212,6 +220,13 @@ class RawAcpProbe:
                 raise ProbeError("agent closed stdout")
             self._handle(kind, obj)
         return True
+
+    def send_request(self, method: str, params: dict) -> int:
+        """Send a request without waiting; its answer lands in ``responses`` while pumping."""
+        rid = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return rid
 
     def request(
         self,
