@@ -1,11 +1,12 @@
-"""The agent's questions (ACP `elicitation/create`): a form asked field by field on the surface,
-or a link to open, and the answer that goes back (`accept` with the values, `decline`, `cancel`).
+"""The agent's questions (ACP `elicitation/create`): a form asked field by field on the surface, or
+a link to open, and the answer that goes back (`accept` with the values, `decline`, `cancel`).
 
 The cards and how a reply is read are bot/elicitation_form.py's, the card on show and the wait
-for what arrives bot/elicitation_cards.py's; this module walks the question and answers it. Only the person whose message started the turn, or an approver (admins are
-approvers), answers: a press from anyone else is refused and told, and audited as an approval
-press is. Buttons carry one-time tokens (`ELICIT_TOKEN_PREFIX` and a random part) kept in the
-store with the approvals' tokens (so cards a crashed process left are closed at start-up by
+for what arrives bot/elicitation_cards.py's; this module walks the question and answers it. Only
+the person whose message started the turn, or an approver (admins are approvers), answers: a
+press from anyone else is refused and told, and audited as an approval press is. Buttons carry
+one-time tokens (`ELICIT_TOKEN_PREFIX` and a random part) kept in the store with the approvals'
+tokens (so cards a crashed process left are closed at start-up by
 `ApprovalBroker.withdraw_left`); a press from another conversation is refused through
 `ApprovalBroker.refuse_misplaced`. A field answered by typing takes the person's next message in
 the conversation (`take_text`, which the intake asks before it queues a message as a prompt).

@@ -212,6 +212,27 @@ async def test_stop_cancels_the_open_question_and_closes_its_card(
     assert fake_agent.prompt_texts() == [script(PROFILE, {"sleep": 5})]
 
 
+async def test_a_question_the_agent_withdraws_closes_its_card(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = AskingSurface()
+    go = tmp_path / "withdraw-now"
+    params = PROFILE["request"]["params"]
+    steps = script(
+        {"withdraw": {"method": "elicitation/create", "params": params}, "when_file": str(go)}
+    )
+    async with running_app(engine_settings(tmp_path, fake_agent), surface) as app:
+        turn = surface.post(surface.message("alice", steps))
+        await card(surface, 1)
+        go.write_text("now")
+        await finished(turn)
+        records = [r.as_json() for r in await app.store.audit_since(0)]
+    assert surface.closed() == ["The agent withdrew the question."]
+    assert "withdrawn:" in surface.transcript()
+    (record,) = [r for r in records if r["kind"] == "elicitation"]
+    assert record["outcome"] == "withdrawn"
+
+
 async def test_a_value_still_not_valid_after_three_tries_cancels_the_question(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:

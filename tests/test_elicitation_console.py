@@ -97,6 +97,26 @@ def test_a_typed_decline_declines_and_the_end_of_input_declines_an_open_menu(
     assert "Answered by you: S" in result.stdout
 
 
+def test_a_typed_field_nobody_answers_in_time_is_cancelled_and_said(
+    cli_env: dict[str, str], tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    name_only = {
+        "request": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "Your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            },
+        }
+    }
+    env = {**cli_env, "SWITCHBOARD_APPROVAL_TIMEOUT": "0.5"}
+    result = chat(env, tmp_path, fake_agent, [script(name_only)])
+    assert result.returncode == 0, result.stderr
+    assert elicitation_answers(fake_agent) == [{"action": "cancel"}]
+    assert "No answer within 0.5 s: cancelled." in result.stdout
+
+
 def test_ask_cannot_answer_a_question_so_it_is_cancelled_and_said(
     cli_env: dict[str, str], tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
