@@ -105,6 +105,8 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         assert "Question 1 of 5: Your name" in first.text
         assert [c.label for c in first.choices] == ["Decline", "Cancel"]  # required: no Skip
         assert sorted(first.allowed_users) == ["alice", "carol"]
+        waiting = "waiting for your answer"
+        await wait_for(lambda: waiting in surface.transcript(), "the live status")
         await wait_for(lambda: surface.asked(), "the prompt for typed text")
         assert surface.asked() == ["Alice, your answer to “Your name”:"]
         await finished(surface.post(surface.message("alice", "Ann")))
@@ -142,6 +144,7 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         "Skipped by Alice.",
     ]
     assert fake_agent.prompt_texts() == [script(PROFILE)]  # the answers were not prompts
+    assert "waiting for your answer" not in list(surface.shown().values())[-1]
     (record,) = [r for r in records if r["kind"] == "elicitation"]
     assert (record["actor"], record["action"]) == ("alice", "question")
     assert {name: record[name] for name in ("requester", "question", "mode", "outcome")} == {
