@@ -5,9 +5,11 @@ de-duplication (`StateStore.claim_event`; a relayed event was claimed by the rep
 received it), routing (`ConversationRouting.take`: served here, or handed to the replica serving
 the conversation; a relayed message's files are taken up again, bot/relayed_files.py), then
 dispatch: a Stop button to `/stop`, a project button to its handler, a queued message's Steer
-now / Stop and send to bot/busy_commands.py, any other button to the
-approval broker, a command row to its handler, everything else to the conversation's runner as
-prompt text. A fault of ours fails that event only, told in one sentence to whoever may chat."""
+now / Stop and send to bot/busy_commands.py, a question's button to the elicitation broker, any
+other button to the approval broker, a command row to its handler, the answer to the agent's
+question that waits for typed text to that question (bot/elicitation_broker.py), everything else
+to the conversation's runner as prompt text. A fault of ours fails that event only, told in one
+sentence to whoever may chat."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from bot.cluster import RelayedEvent
 from bot.commands import STOP, ParsedCommand, parse_command, run_command
 from bot.conversations import Conversations
 from bot.delivery import Delivery
+from bot.elicitation_broker import ELICIT_TOKEN_PREFIX
 from bot.faults import fault_sentence, log_fault, told_without_store
 from bot.permissions import ApprovalBroker
 from bot.project_commands import PROJECT_TOKEN_PREFIX, project_pressed
@@ -147,6 +150,8 @@ class Intake:
             with runner.held():
                 await run_command(runner, parsed, event.user)
             return False
+        if await runner.services.elicitations.take_text(event):
+            return False  # the answer to the agent's open question, not a prompt
         if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
@@ -161,6 +166,8 @@ class Intake:
         elif press.token.startswith((STEER_TOKEN_PREFIX, INTERRUPT_TOKEN_PREFIX)):
             with runner.held():
                 await busy_pressed(runner, press, self._conversations)
+        elif press.token.startswith(ELICIT_TOKEN_PREFIX):
+            await runner.services.elicitations.answer(press)
         else:
             await self._approvals.answer(press)
 
