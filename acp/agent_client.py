@@ -342,9 +342,23 @@ class AcpClient(SessionResumption):
             raise ClientRequestRefused(action.method, "the session is not running a prompt turn")
         await session.turn.authorize(action)
 
+    def _as_parents(self, params: Any) -> tuple[Any, str]:
+        """A request of a subagent of a session we hold is its parent's turn's: its params as
+        the parent's, and the subagent's title for the card ("" for any other request). Only a
+        child the parent announced counts (`SubagentRoutes`); any other id stays as it is."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(session_id, str) or not session_id or session_id in self.sessions:
+            return params, ""
+        route = self.runtime.handle.subagents.get(session_id)
+        if route is None or route.parent_id not in self.sessions:
+            return params, ""
+        assert isinstance(params, dict)
+        return {**params, "sessionId": route.parent_id}, route.title or "untitled"
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
+        params, subagent = self._as_parents(params)
         if method == "elicitation/create":
-            return await answer_elicitation(params, self._turn_of, self.links)
+            return await answer_elicitation(params, self._turn_of, self.links, subagent=subagent)
         asked = method == "session/request_permission"
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
@@ -362,6 +376,8 @@ class AcpClient(SessionResumption):
         if not isinstance(params, dict):
             return method_not_found(method)
         request = parse_permission_request(params)
+        if subagent:
+            request = replace(request, subagent=subagent)
         session = self.sessions.get(request.session_id)
         turn = session.turn if session is not None else None
         if turn is None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -289,9 +289,7 @@ class TurnApprovals:
         self.suspects.pop(request.tool.tool_call_id, None)
         earlier = self.tools.get(request.tool.tool_call_id)
         if earlier is not None:
-            pending.request = PermissionRequest(
-                request.session_id, earlier.merged(request.tool), request.options
-            )
+            pending.request = replace(request, tool=earlier.merged(request.tool))
 
     def answered(self, pending: PendingPermission, answer: str | None) -> bool:
         """Note the answer (a person's, or an automatic one); whether it allowed the tool."""

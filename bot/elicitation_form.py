@@ -99,7 +99,8 @@ def url_host(url: str) -> str:
 
 def _heading(request: ElicitationRequest, asked: str, first: bool) -> list[str]:
     message = request.message.strip()
-    lines = [f"The agent asks {asked}:"]
+    who = f"Subagent {_one_line(request.subagent, HEADLINE_MAX)}" if request.subagent else ""
+    lines = [f"{who or 'The agent'} asks {asked}:"]
     if message:
         lines.append(_clipped(message, MESSAGE_MAX) if first else _one_line(message, HEADLINE_MAX))
     return lines
