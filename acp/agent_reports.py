@@ -220,12 +220,12 @@ class SubagentRoutes:
         update = params.get("update") if isinstance(params, dict) else None
         if not isinstance(update, dict) or update.get("sessionUpdate") != "subagent_update":
             return
-        event = _subagent(update)
-        report = event.report if event is not None else None
-        if not isinstance(report, SubagentReport) or not isinstance(parent_id, str):
+        child = update.get("sessionId")
+        if not isinstance(child, str) or not child or not isinstance(parent_id, str):
             return
-        child = report.session_id
-        if child == parent_id:
+        event = _subagent(update)  # its title and capabilities, cleaned as the status shows them
+        report = event.report if event is not None else None
+        if not isinstance(report, SubagentReport) or child == parent_id:
             return
         route = self._children.get(child)
         if route is None or route.parent_id != parent_id:  # a child never changes parents
