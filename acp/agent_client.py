@@ -336,6 +336,18 @@ class AcpClient(SessionResumption):
             return None
         return self._authorize_in_turn
 
+    def _authorize_as(self, subagent: str) -> Authorize | None:
+        """The gate for a request of the turn's subagent `subagent` ("": the agent's own): its
+        card says whose the write or command is."""
+        authorize = self._authorize
+        if authorize is None or not subagent:
+            return authorize
+
+        async def as_subagent(session_id: str, action: ClientAction) -> None:
+            await self._authorize_in_turn(session_id, replace(action, subagent=subagent))
+
+        return as_subagent
+
     async def _authorize_in_turn(self, session_id: str, action: ClientAction) -> None:
         session = self.sessions.get(session_id)
         if session is None or session.turn is None:  # checked before: the turn just ended
@@ -371,7 +383,7 @@ class AcpClient(SessionResumption):
                 return RpcReply(error={"code": -32603, "message": str(exc)})
         if not asked:
             return await self.runtime.client_methods.answer(
-                method, params, self._session_state, self._authorize
+                method, params, self._session_state, self._authorize_as(subagent)
             )
         if not isinstance(params, dict):
             return method_not_found(method)

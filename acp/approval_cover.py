@@ -115,10 +115,12 @@ class ClientAction:
     path: str
     relative: str
     tool: ToolCall
+    subagent: str = ""  # the title of the turn's subagent that asked ("": the agent itself)
 
     def unasked_request(self, session_id: str) -> PendingPermission:
         """The permission Switchboard asks itself, the way an agent's request is asked."""
-        return PendingPermission(PermissionRequest(session_id, self.tool, _OPTIONS), unasked=True)
+        request = PermissionRequest(session_id, self.tool, _OPTIONS, self.subagent)
+        return PendingPermission(request, unasked=True)
 
 
 def _strings(value: Any) -> list[str]:

@@ -248,3 +248,26 @@ async def test_an_id_no_parent_announced_is_refused_and_a_subagents_read_is_serv
     assert stranger_read["error"]["code"] == -32602
     assert stranger_asks["result"]["outcome"] == {"outcome": "cancelled"}
     assert surface.choices() == []  # the stranger's request never became a card
+
+
+async def test_a_subagents_write_runs_only_under_a_card_that_says_whose_it_is(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    target = tmp_path / "out.txt"
+    params = {"sessionId": CHILD, "path": str(target), "content": "written"}
+    write = {"request": {"method": "fs/write_text_file", "params": params}}
+    surface = ScriptedSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", script(CANCELLABLE, write, write)))
+        await wait_for(surface.choices, "the first card")
+        first = surface.choices()[0]
+        assert first.text.startswith("Subagent Test investigator wants to use a tool:")
+        assert not target.exists()  # nothing written before the press
+        await finished(surface.post(surface.press("alice", token(first, "Decline"))))
+        await wait_for(lambda: len(surface.choices()) == 2, "the second card")
+        assert not target.exists()
+        second = surface.choices()[1]
+        await finished(surface.post(surface.press("alice", token(second, "Allow"))), turn)
+    declined, allowed = replies(surface)
+    assert "error" in declined and "result" in allowed
+    assert target.read_text() == "written"
