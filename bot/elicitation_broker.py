@@ -243,7 +243,7 @@ class ElicitationBroker:
                 outcome = f"Answered by {who}."
                 return _Step(value=value)
         finally:
-            form.wants_text = False
+            self.cards.stop_text(form)
             had_card = form.card is not None
             with anyio.CancelScope(shield=True):
                 await self.cards.close(form, outcome)

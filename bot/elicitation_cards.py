@@ -26,7 +26,7 @@ from acp import ElicitationField, PendingElicitation
 from bot.access import AccessPolicy
 from bot.elicitation_form import Card
 from bot.store import ApprovalRecord, StateStore, StoreError
-from surfaces.abilities import AsksForText
+from surfaces.abilities import AsksForText, WithdrawsTextAsk
 from surfaces.base import Choice, ConversationKey, MessageRef, Surface, UserRef
 from surfaces.errors import SendFailed
 
@@ -150,6 +150,14 @@ class QuestionCards:
                 await form.surface.ask_text(form.key, prompt, user=form.requester)
             return
         await self.retell(form, card.text)
+
+    def stop_text(self, form: OpenQuestion) -> None:
+        """The card on show is done with: a surface that awaits the person's next message
+        (Slack, Discord; asked for the answer or told by `retell`) forgets it, so a later plain
+        message stays theirs."""
+        if isinstance(form.surface, WithdrawsTextAsk):
+            form.surface.withdraw_text_ask(form.key, user=form.requester)
+        form.wants_text = False
 
     async def retell(self, form: OpenQuestion, text: str) -> None:
         """A line for the person answering, as the next message's prompt where the surface

@@ -17,9 +17,9 @@ from surfaces.awaited_replies import AwaitedReplies
 from surfaces.base import ConversationKey
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import wait_for
-from tests.fakes.slack_api import channel_message, envelope
+from tests.fakes.slack_api import button_press, channel_message, envelope, mention
 from tests.test_discord import World, discord_bot, shown, world  # noqa: F401 (a fixture)
-from tests.test_slack import ALICE, BOB, CHANNEL, slack_bot
+from tests.test_slack import ALICE, BOB, BOT, CHANNEL, slack_bot
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 
@@ -148,3 +148,27 @@ def test_the_notes_are_bounded() -> None:
         notes.expect(key, "1")
     assert len(notes) == 2
     assert not notes.take(keys[0], "1") and notes.take(keys[2], "1")
+
+
+async def test_slack_forgets_the_wait_once_the_card_is_answered_otherwise(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    second = script({"chunk": "second turn"})
+    async with slack_bot(tmp_path, fake_agent, "socket") as env:
+        thread = await env.mention(ALICE, NAME_FORM)
+
+        def card() -> Any:
+            return next((m for m in env.fake.in_thread(CHANNEL, thread) if m.buttons), None)
+
+        await wait_for(card, "the card", 15)
+        decline = next(b["value"] for b in card().buttons if b["text"]["text"] == "Decline")
+        await env.press(button_press(CHANNEL, ALICE, card(), decline))
+        await env.answered(CHANNEL, thread, "reply:")
+        # Her plain channel message now is for the channel, not for the bot.
+        ts = env.fake.next_ts()
+        await env.deliver(envelope(channel_message(CHANNEL, ALICE, "lunch?", ts=ts)))
+        # then a mention in the thread: in the thread's lane after "lunch?", were it taken
+        event = mention(CHANNEL, ALICE, f"{BOT} {second}", ts=env.fake.next_ts(), thread_ts=thread)
+        await env.deliver(envelope(event))
+        await env.answered(CHANNEL, thread, "second turn")
+    assert fake_agent.prompt_texts() == [NAME_FORM, second]

@@ -301,6 +301,9 @@ class DiscordSurface:
         message = await REST.call(channel.send(content, allowed_mentions=mentions))
         return MessageRef(key, str(message.id))
 
+    def withdraw_text_ask(self, key: ConversationKey, *, user: UserRef) -> None:
+        self._inbox.awaited.take(key, user.id)
+
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         self._inbox.choices.pop(int(ref.id), None)  # no more presses to check
         content = closed_choice_text(fit(plain(prompt)), outcome)

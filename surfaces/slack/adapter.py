@@ -422,6 +422,9 @@ class SlackSurface:
         self._awaited.expect(key, user.id)  # before: an answer may beat the post's reply
         return await self.send(key, asking_text(key, prompt, user.id), formatted=True)
 
+    def withdraw_text_ask(self, key: ConversationKey, *, user: UserRef) -> None:
+        self._awaited.take(key, user.id)
+
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         await self._api.call(
             ref.key.chat,
