@@ -169,6 +169,20 @@ ASK = form_step(  # claude-agent-acp's AskUserQuestion: nothing required, "Other
 )
 
 
+async def test_claudes_ask_user_question_is_answered_by_one_tap(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = AskingSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", script(ASK)))
+        first = await card(surface, 1)
+        await finished(surface.post(surface.press("alice", token(first, "Red"))))
+        await finished(turn)
+    assert answered(surface) == {"action": "accept", "content": {"question_0": "Red"}}
+    assert len(surface.choices()) == 1 and surface.closed() == ["Answered by Alice: Red"]
+    assert surface.asked() == []
+
+
 async def test_other_on_a_choices_card_asks_for_the_text_instead_of_a_pick(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
