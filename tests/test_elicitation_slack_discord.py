@@ -157,8 +157,15 @@ async def test_slack_forgets_the_wait_once_the_card_is_answered_otherwise(
     async with slack_bot(tmp_path, fake_agent, "socket") as env:
         thread = await env.mention(ALICE, NAME_FORM)
 
-        def card() -> Any:
-            return next((m for m in env.fake.in_thread(CHANNEL, thread) if m.buttons), None)
+        def card() -> Any:  # the question's card, not the live reply with its Stop button
+            return next(
+                (
+                    m
+                    for m in env.fake.in_thread(CHANNEL, thread)
+                    if any(b["text"]["text"] == "Decline" for b in m.buttons)
+                ),
+                None,
+            )
 
         await wait_for(card, "the card", 15)
         decline = next(b["value"] for b in card().buttons if b["text"]["text"] == "Decline")
