@@ -175,3 +175,32 @@ def test_what_the_terminal_writes_for_a_changed_reply(
     shown: str, answer: str, written: str
 ) -> None:
     assert new_text(shown, answer) == written
+
+
+def test_piped_steer_while_the_agent_asks_leaves_the_question_to_the_next_line(chat, fake_agent):
+    name = {
+        "request": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "Your name?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            },
+        }
+    }
+    asks = script(name, {"await_steer": 20}, {"sleep": 1}, {"chunk": " done"})
+    result = chat(fake_agent, [asks, "/steer hurry", "Ann"], agent_opts=STEERING)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Your name?" in out
+    assert "steered:hurry" in out
+    assert out.index("steered:hurry") < out.index(" done")
+    answers = [
+        r["frame"]["result"]
+        for r in fake_agent.records()
+        if r.get("dir") == "in"
+        and "result" in r.get("frame", {})
+        and "action" in r["frame"]["result"]
+    ]
+    assert answers == [{"action": "accept", "content": {"name": "Ann"}}]
+    assert prompts(fake_agent) == [asks]  # neither the steer nor the answer was a prompt

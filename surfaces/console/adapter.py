@@ -340,7 +340,8 @@ class ConsoleSurface:
                 self._settle()
                 return handled
             text, files = message
-            self._text_wanted = False  # this line is the answer, if one was wanted
+            if not acts_on_reply(text):  # the bot takes a command as no answer
+                self._text_wanted = False  # this line is the answer, if one was wanted
             self._pending.add(handled)
             self._hide_echo()
             await on_event(
