@@ -178,7 +178,7 @@ class BusyControl:
         caps = host.surface.capabilities
         waiting.ack_text = text
         if not (caps.message_buttons and caps.can_edit):  # buttons that could never go
-            await host.say(text)
+            await host.say(f"{text} {self.typed_hint(waiting, caps.command_prefixes[0])}")
             return
         actions = ["steer", "interrupt"] if self.steerable(waiting) else ["interrupt"]
         waiting.tokens = {_token(action): action for action in actions}
@@ -192,6 +192,13 @@ class BusyControl:
             log.warning("%s: could not show the queued message's buttons: %s", host.key, exc)
             waiting.tokens = None
             await host.say(text)
+
+    def typed_hint(self, waiting: Waiting, prefix: str) -> str:
+        """What a surface without buttons (the terminal) may type instead of pressing them."""
+        stop = f"{prefix}interrupt TEXT stops the reply and sends TEXT next."
+        if not self.steerable(waiting):
+            return stop
+        return f"{prefix}steer TEXT adds TEXT to the running reply; {stop}"
 
     # ---- what a press (or a typed command, or the mode) does ------------------------------------
 

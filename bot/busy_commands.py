@@ -77,12 +77,16 @@ async def _typed(context: CommandContext, text: str, action: str) -> str:
         return f"Write the message after it: {context.prefix}{action} TEXT."
     if who is None:  # typed commands always have someone who typed them
         return ""
-    inbound = Inbound(runner.key, who, text, f"{action}-{uuid.uuid4().hex}")
+    # The typed line is done when this message is: a surface waiting for it waits for its turn.
+    handled = context.typed.take()
+    inbound = Inbound(runner.key, who, text, f"{action}-{uuid.uuid4().hex}", handled=handled)
     if not runner.answering:
         await runner.submit(inbound)  # nothing to steer into or stop: it is the next prompt
         return ""
-    waiting = await runner.enqueue(inbound)
+    waiting = await runner.enqueue(inbound, handled)
     if waiting is None:
+        if handled is not None:
+            handled.set()
         return ""  # the queue is full (said)
     moved: Moved
     if action == "steer":

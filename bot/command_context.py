@@ -4,12 +4,28 @@ typed it) and how its answer is said (`answer`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import anyio
 
 from acp import AGENT_ERRORS
 from bot.access import Role
 from bot.chat_runner import ChatRunner
 from surfaces.base import UserRef
+
+
+@dataclass(slots=True)
+class TypedEvent:
+    """The `handled` signal of the message a command was typed in. A command that queues a
+    message of its own (/steer, /interrupt) `take`s it, so a surface waiting for that line (the
+    terminal with piped stdin) waits for the queued message's turn instead of the command."""
+
+    handled: anyio.Event | None
+    taken: bool = False
+
+    def take(self) -> anyio.Event | None:
+        self.taken = self.handled is not None
+        return self.handled
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +36,7 @@ class CommandContext:
 
     runner: ChatRunner
     asker: UserRef | None
+    typed: TypedEvent = field(default_factory=lambda: TypedEvent(None))
 
     @property
     def prefix(self) -> str:

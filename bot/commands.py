@@ -17,12 +17,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import anyio
+
 from acp import AGENT_ERRORS
 from bot.agent_commands import compact, learn_agent_commands
 from bot.approval_commands import approvals_off, refusal
 from bot.busy_commands import busy, interrupt, steer
 from bot.chat_runner import ChatRunner
-from bot.command_context import CommandContext, Handler, answer
+from bot.command_context import CommandContext, Handler, TypedEvent, answer
 from bot.project_commands import agent, project
 from bot.session_commands import new, resume, sessions, stop
 from bot.status_commands import model, status
@@ -159,12 +161,20 @@ def _agents(name: str, args: str, withheld: Sequence[str]) -> ParsedCommand:
     return ParsedCommand(Command(name, "the agent's own command"), args)
 
 
-async def run_command(runner: ChatRunner, parsed: ParsedCommand, by: UserRef | None = None) -> None:
+async def run_command(
+    runner: ChatRunner,
+    parsed: ParsedCommand,
+    by: UserRef | None = None,
+    handled: anyio.Event | None = None,
+) -> bool:
     """Answer one of our own commands in its conversation, typed by `by`; an agent failure is
-    the answer."""
+    the answer. True when the command handed the typed message's `handled` on to a message it
+    queued (`TypedEvent`): its turn sets it."""
     handler = parsed.command.handler
     assert handler is not None, f"/{parsed.command.name} is the agent's to answer"
-    await answer(handler, CommandContext(runner, by), parsed.args)
+    typed = TypedEvent(handled)
+    await answer(handler, CommandContext(runner, by, typed), parsed.args)
+    return typed.taken
 
 
 def help_text(prefixes: Sequence[str], agent_commands: Sequence[str] = ()) -> str:

@@ -148,9 +148,8 @@ class Intake:
             withheld_commands(runner),
         )
         if parsed is not None and parsed.command.handler is not None:
-            with runner.held():
-                await run_command(runner, parsed, event.user)
-            return False
+            with runner.held():  # /steer and /interrupt hand `handled` on to their message
+                return await run_command(runner, parsed, event.user, event.handled)
         if await runner.services.elicitations.take_text(event):
             return False  # the answer to the agent's open question, not a prompt
         if parsed is not None:  # the agent's (/compact), however this surface spells it

@@ -188,12 +188,14 @@ async def test_steer_typed_for_an_agent_without_steering_says_why_and_the_messag
     surface = ScriptedSurface(message_buttons=True)
     async with running_app(engine_settings(tmp_path, fake_agent), surface):
         turn = await _busy(surface)
-        await finished(surface.post(surface.message("alice", "/steer use the other file")))
+        # the typed line is handled when its message is: it waits its turn
+        steer = await _queued(surface, "/steer use the other file")
         _, text, buttons = ack_of(surface)
         assert text == f"{QUEUED} {NO_STEERING}"
         assert [b.label for b in buttons] == ["Stop and send"]  # the only way it goes sooner
         assert not fake_agent.frames_in("_session/steering")  # never probed
-        await finished(surface.post(surface.message("alice", "/stop")), turn)
+        assert not steer.is_set()
+        await finished(surface.post(surface.message("alice", "/stop")), turn, steer)
     # /stop dropped it, and its acknowledgement says so
     assert ack_of(surface)[1] == f"{QUEUED} {NO_STEERING}\nDropped by /stop."
     assert fake_agent.prompt_texts()[1:] == []

@@ -947,7 +947,9 @@ def test_a_terminal_shows_a_prompt_when_it_waits_for_input(terminal, fake_agent)
     assert all_gone(fake_agent)
 
 
-def test_a_line_typed_while_a_reply_streams_is_shown_after_it_then_answered(terminal, fake_agent):
+def test_a_line_typed_while_a_reply_streams_is_shown_in_it_with_its_ack_then_answered(
+    terminal, fake_agent
+):
     slow = script({"chunk": "alpha "}, {"sleep": 1.5}, {"chunk": "omega"})
     term = terminal(fake_agent)
     term.wait_for("> ")
@@ -956,10 +958,13 @@ def test_a_line_typed_while_a_reply_streams_is_shown_after_it_then_answered(term
     term.type("typed meanwhile")
     shown = term.wait_for("Echo: typed meanwhile\n> ")
     reply = shown.split(slow + "\n", 1)[1]
+    # the line and the queue's acknowledgement at once, on lines of their own; the reply goes on
     assert reply == (
-        "alpha omega\n"
+        "alpha\n"
         "> typed meanwhile\n"
-        "Queued — the agent is still working.\n"
+        "Queued — the agent is still working. /interrupt TEXT stops the reply and sends TEXT "
+        "next.\n"
+        " omega\n"  # the reply goes on below, as it streams
         "Echo: typed meanwhile\n"
         "> "
     )
@@ -974,7 +979,7 @@ def test_stop_says_how_many_queued_messages_it_dropped(terminal, fake_agent):
     term.type("one")
     term.type("two")
     term.type("/stop")
-    shown = term.wait_for("queued messages were dropped.\n> ")
+    shown = term.wait_for("The turn was stopped.\n> ")  # said at once, then the reply's end
     assert "Stopping. 2 queued messages were dropped." in shown
     assert "The turn was stopped." in shown
     assert prompts(fake_agent) == ["SCN_HANG"]  # the dropped lines never reached the agent

@@ -1,22 +1,28 @@
 """The terminal surface: lines from stdin are messages, replies stream to stdout, tool approvals
 are numbered menus answered by typing the number. Also the in-process test surface.
 
-Output reads like a transcript: a reply streams by appending (a terminal cannot take text back),
-and every finished message ends with a newline. While a reply streams, nothing else is written
-into it: other messages (a "queued" notice, a command's answer) wait until it is done. Only an
-approval menu interrupts it, since the reply waits for the answer, and so does a question
-asked for text (`ask_text`): its prompt is printed, the input prompt becomes "answer> ", and the
-next line typed is sent as an ordinary message (the bot takes it as the answer). Link buttons,
-which a terminal cannot open, are printed as "label: url".
+Output reads like a transcript: a reply streams by appending (a terminal cannot take text back:
+a steered message's quote put into the reply is shown on a line of its own where the reply has
+got to), and every finished message ends with a newline. While a reply streams, other messages
+(a notice, a command's answer) wait until it is done, except what interrupts it on lines of its
+own, the reply going on below: an approval menu, since the reply waits for the answer, a question
+asked for text (`ask_text`: its prompt is printed, the input prompt becomes "answer> ", and the
+next line typed is sent as an ordinary message, which the bot takes as the answer), and on a
+terminal a line typed meanwhile with what answers it. Link buttons, which a terminal cannot open,
+are printed as "label: url".
 
 On a terminal, a "> " prompt shows when Switchboard waits for input; while a reply streams the
-prompt is not shown and the terminal's echo is off, so typed text cannot land inside the reply
-(a line typed meanwhile is shown after the reply, then queued as usual).
+prompt is not shown and the terminal's echo is off, so typed text cannot land inside the reply.
+Every line goes to the bot at once: typed meanwhile, it is shown in the reply with what the bot
+answers (its queue acknowledges it, saying `/steer TEXT` and `/interrupt TEXT` act on the reply;
+the busy mode may steer it in or interrupt for it).
 
 When stdin is not a terminal (a script, a pipe) each message waits for the previous reply to
 finish, so output stays in order; lines that answer a pending approval or a question are taken at
-once. At the end of input an approval still pending is declined at once, and `run` returns after
-the last reply."""
+once, and the commands that act on the running reply (`acts_on_reply`: /steer, /interrupt, /stop)
+go as soon as that reply has shown its first text, in order; the line after one waits for the
+reply and for what the command started (an interrupting message's own reply). At the end of
+input an approval still pending is declined at once, and `run` returns after the last reply."""
 
 from __future__ import annotations
 
@@ -47,14 +53,17 @@ from surfaces.console.convert import (
     ANSWER_PROMPT,
     FILE_USAGE,
     PROMPT,
+    acts_on_reply,
     choice_menu,
     declining_choice,
     link_lines,
+    new_text,
     parse_file_line,
     pick_choice,
     render,
     split_status,
 )
+from surfaces.console.events import all_of, first_of
 from surfaces.console.input import TerminalEcho, read_lines
 from surfaces.errors import FileRefused
 from surfaces.links import pressable, renderable
@@ -106,6 +115,8 @@ class ConsoleSurface:
         self._text_wanted = False  # a question waits for the next line (`ask_text`)
         self._pending: set[anyio.Event] = set()  # `handled` of messages not answered yet
         self._input_ended = False
+        self._answering_line = False  # a line typed on a terminal is being answered
+        self._reply_began = anyio.Event()  # the latest reply showed its first text
         self._echo = TerminalEcho(input_fd) if interactive else None
 
     # ---- output -------------------------------------------------------------------------------
@@ -123,10 +134,12 @@ class ConsoleSurface:
         """Write a finished message on lines of its own."""
         self._end_line()
         self._write(text if text.endswith("\n") else text + "\n")
+        self._last_ref = ""  # a reply that goes on below starts a new line
 
     def _say(self, text: str) -> None:
-        """A finished message: now, or after the reply that is streaming."""
-        if self._live:
+        """A finished message: now, or after the reply that is streaming (what answers a line
+        typed on a terminal meanwhile is shown at once: it may say what to type next)."""
+        if self._live and not self._answering_line:
             self._held.append(text)
         else:
             self._block(text)
@@ -160,6 +173,8 @@ class ConsoleSurface:
         self._end_line()
         self._last_ref = ref.id
         self._write(answer)
+        if answer:
+            self._reply_began.set()
         return ref
 
     async def edit(
@@ -171,19 +186,16 @@ class ConsoleSurface:
         buttons: Sequence[Choice] = (),
     ) -> None:
         answer = render(split_status(text)[0])
-        shown = self._printed.get(ref.id, "")
-        if answer.startswith(shown):
-            delta = answer[len(shown) :]
-        elif shown.startswith(answer):
-            delta = ""  # nothing new; a terminal cannot take text back
-        else:
-            delta = "\n" + answer
+        delta = new_text(self._printed.get(ref.id, ""), answer)
         if delta:
             if ref.id != self._last_ref:  # another message was written since: a new line
                 self._end_line()
                 self._last_ref = ref.id
+                delta = delta.lstrip("\n")
             self._printed[ref.id] = answer
             self._write(delta)
+            if ref.id in self._live:
+                self._reply_began.set()
         if formatted and ref.id in self._live:  # the final edit: this message is done
             self._live.discard(ref.id)
             if ref.id == self._last_ref:
@@ -318,20 +330,25 @@ class ConsoleSurface:
 
     async def _submit(self, line: str, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> anyio.Event:
         handled = anyio.Event()
-        if self._echo is not None and self._echo.hidden:
-            self._say(PROMPT + line)  # typed while a reply streamed: shown after it
-        message = self._attachment(line)
-        if message is None:
-            handled.set()
-            self._settle()
-            return handled
-        text, files = message
-        self._text_wanted = False  # this line is the answer, if one was wanted
-        self._pending.add(handled)
-        self._hide_echo()
-        await on_event(
-            Inbound(CONSOLE_KEY, LOCAL_USER, text, _event_id(), handled=handled, files=files)
-        )
+        self._answering_line = self.interactive
+        try:
+            if self._echo is not None and self._echo.hidden:
+                self._say(PROMPT + line)  # typed while a reply streamed: shown in it
+            message = self._attachment(line)
+            if message is None:
+                handled.set()
+                self._settle()
+                return handled
+            text, files = message
+            if not acts_on_reply(text):  # the bot takes a command as no answer
+                self._text_wanted = False  # this line is the answer, if one was wanted
+            self._pending.add(handled)
+            self._hide_echo()
+            await on_event(
+                Inbound(CONSOLE_KEY, LOCAL_USER, text, _event_id(), handled=handled, files=files)
+            )
+        finally:
+            self._answering_line = False
         tg.start_soon(self._settle_when, handled)  # on_event returns once queued: order is kept
         return handled
 
@@ -371,25 +388,35 @@ class ConsoleSurface:
             while True:
                 if self._menus and self._answer_menu(line, tg, on_event):
                     break
+                running = turn_done is not None and not turn_done.is_set()
+                acts = running and acts_on_reply(line)  # /steer, /interrupt, /stop
                 if (
                     self.interactive
-                    or turn_done is None
-                    or turn_done.is_set()
+                    or not running
                     or self._menus
                     or self._text_wanted
+                    or (acts and self._reply_began.is_set())
                 ):
                     if line.strip():
-                        answering = self._text_wanted and turn_done is not None
+                        answering = self._text_wanted and running
+                        if not (acts or answering):
+                            self._reply_began = anyio.Event()  # this line's reply is next
                         handled = await self._submit(line, on_event, tg)
-                        # an answer is part of the running turn: the next line waits for it
-                        turn_done = turn_done if answering else handled
+                        if acts and turn_done is not None:
+                            # the next line waits for the running reply and what this started
+                            turn_done = all_of(tg, turn_done, handled)
+                        elif not answering:  # an answer is part of the running turn
+                            turn_done = handled
                     else:
                         self._settle()  # an empty line: ask again
                     break
                 # scripted: wait for the reply, unless an approval or a question shows up
-                # that this line may answer
+                # that this line may answer, or, for a line that acts on the running reply,
+                # until that reply has begun (sent sooner, it would find no reply to act on)
                 self._menu_posted = anyio.Event()
-                await _first_of(turn_done, self._menu_posted)
+                assert turn_done is not None  # `running`
+                began = [self._reply_began] if acts else []
+                await first_of(turn_done, self._menu_posted, *began)
 
     async def _finish_replies(self, on_event: OnEvent, tg: anyio.abc.TaskGroup) -> None:
         """At end of input every reply is still shown; an approval nobody can answer any more is
@@ -405,18 +432,7 @@ class ConsoleSurface:
                     return  # nothing to decline with: stopping the chat cancels the turn
                 tg.start_soon(on_event, self._answer(menu, decline))
             self._menu_posted = anyio.Event()
-            await _first_of(next(iter(self._pending)), self._menu_posted)
-
-
-async def _first_of(*events: anyio.Event) -> None:
-    async with anyio.create_task_group() as tg:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            tg.cancel_scope.cancel()
-
-        for event in events:
-            tg.start_soon(wait, event)
+            await first_of(next(iter(self._pending)), self._menu_posted)
 
 
 def _event_id() -> str:

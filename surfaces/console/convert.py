@@ -9,6 +9,8 @@ from surfaces.links import links, pressable
 
 PROMPT = "> "  # shown on a terminal when Switchboard waits for input
 ANSWER_PROMPT = "answer> "  # instead, when a question waits for the next line (`ask_text`)
+# Our commands that act on the running reply: with piped stdin they do not wait for it to end.
+RUNNING_REPLY_COMMANDS = ("/steer", "/interrupt", "/stop")
 
 
 def render(markdown: str) -> str:
@@ -25,6 +27,23 @@ def split_status(text: str) -> tuple[str, str]:
     if text.startswith(STATUS_MARK) and "\n\n" not in text:
         return "", text[len(STATUS_MARK) :]
     return text, ""
+
+
+def new_text(shown: str, answer: str) -> str:
+    """What to write so a terminal showing `shown` shows `answer` (it cannot take text back): the
+    text added at the end; a part put in the middle (a steered message's quote, placed where it
+    was sent while the answer to it streamed on) on a line of its own, then what was added after;
+    anything else, the whole answer again on a new line."""
+    if answer.startswith(shown):
+        return answer[len(shown) :]
+    if shown.startswith(answer):
+        return ""
+    same = next((i for i, (a, b) in enumerate(zip(shown, answer, strict=False)) if a != b), 0)
+    rest = shown[same:]
+    at = answer.find(rest, same)
+    if at <= same:
+        return "\n" + answer
+    return "\n" + answer[same:at].strip("\n") + "\n" + answer[at + len(rest) :]
 
 
 def link_lines(choices: Sequence[Choice]) -> list[str]:
@@ -57,6 +76,12 @@ def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
 def declining_choice(choices: Sequence[Choice]) -> Choice | None:
     """The option that says no (the bot styles the reject options "danger"), if there is one."""
     return next((choice for choice in pressable(choices) if choice.style == "danger"), None)
+
+
+def acts_on_reply(line: str) -> bool:
+    """Whether the line is one of the RUNNING_REPLY_COMMANDS (any case, as commands are read)."""
+    words = line.split(maxsplit=1)
+    return bool(words) and words[0].lower() in RUNNING_REPLY_COMMANDS
 
 
 FILE_COMMAND = "/file"
