@@ -231,7 +231,8 @@ class BusyControl:
         stops = host.stops
         sent_at = len(output.text)  # the quote goes here, whatever streams in meanwhile
         try:
-            outcome = await session.steer(waiting.inbound.text)
+            with output.steering():  # the turn's final waits for the answer
+                outcome = await session.steer(waiting.inbound.text)
         except AcpSteeringUnsupported:
             return await self._back(waiting, at, stops, NO_STEERING)
         except AGENT_ERRORS as exc:

@@ -137,6 +137,7 @@ class Turn:
                         final = join_paragraphs(output.text, SHUTDOWN_NOTE)
                         await services.finish_reply(reply, host.key, final, turn_id=self.turn_id)
                     raise
+                await output.steers_settled()
                 self._end_live(output)
                 answer = join_paragraphs(output.text, ending.notice) or NO_REPLY
                 final, whole = self._as_file(join_paragraphs(answer, self._footer(output)))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 
@@ -34,6 +36,8 @@ FILES_KEPT = 50  # agent files remembered per turn; past it they are dropped wit
 # grows, at once unless joining it that often would take more than about 1% of the time; then
 # once the share allows (a flood of 80,000 tiny chunks costs a few joins, not 80,000).
 JOIN_CHARS_PER_SECOND = 50_000_000
+# How long a turn's final waits for a steer still in flight (its quote goes in the final).
+STEER_SETTLE = 5.0
 WAITING_NOTE = "waiting for your answer"  # the status while the agent's question is open
 
 
@@ -65,6 +69,8 @@ class LiveOutput:
         self._feeding: anyio.CancelScope | None = None  # `_feed` runs, until `stop_live`
         self._ticking = anyio.CancelScope()
         self._grown = anyio.Event()
+        self._steers = 0  # steers in flight (`steering`)
+        self._steers_done = anyio.Event()
 
     @property
     def text(self) -> str:
@@ -94,6 +100,25 @@ class LiveOutput:
             self._feeding = anyio.CancelScope()
             self.services.spawn(self._feed)
         self._grown.set()
+
+    @contextmanager
+    def steering(self) -> Iterator[None]:
+        """Around a steer sent into this turn: the final waits for its answer (`settled`)."""
+        self._steers += 1
+        try:
+            yield
+        finally:
+            self._steers -= 1
+            if not self._steers:
+                self._steers_done.set()
+                self._steers_done = anyio.Event()
+
+    async def steers_settled(self) -> None:
+        """Return once no steer is in flight (at most `STEER_SETTLE` s): an agent may end its
+        turn before it answers one, and the quote `insert` puts in belongs in the final."""
+        if self._steers:
+            with anyio.move_on_after(STEER_SETTLE):
+                await self._steers_done.wait()
 
     def insert(self, at: int, text: str) -> None:
         """Put `text` at offset `at` of the reply so far: a steered message quoted where it was
