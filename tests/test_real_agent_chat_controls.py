@@ -1,0 +1,224 @@
+"""`switchboard chat` on the REAL claude-agent-acp, offline against the loopback mock model: a
+turn steered with `/steer` (the mock sees the injected text in the same turn), the agent's
+AskUserQuestion answered by typing the option's number, and an `allow_always` answer remembered
+so that the next identical command runs without a card.
+
+What claude-agent-acp does on the wire is pinned by tests/test_real_agent_steer_ask.py; this
+file checks the same through Switchboard. `bash tests/fakes/install_agents.sh` installs the
+agent; without it these tests fail with that hint."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
+
+from tests.conftest import CliResult, run_chat
+from tests.fakes import real_agents
+from tests.fakes.mock_model import (
+    MOCK_ASK_ANSWERED,
+    MOCK_ASK_OPTIONS,
+    MOCK_ASK_QUESTION,
+    MOCK_STEER_SEEN,
+    MOCK_TOOL_COMMAND,
+    MOCK_TOOL_DONE_TEXT,
+    MockModelServer,
+)
+
+STEER_TEXT = "No, use the other file instead"
+CARD = "The agent wants to use a tool:"
+REFUSED = "User refused permission"
+BOUND = 120.0  # one chat run on a real node agent on a loaded 2-core machine, never measured
+
+
+def claude_argv() -> list[str]:
+    argv = real_agents.claude_acp_argv()
+    if argv is None:
+        pytest.fail("claude-agent-acp is not installed; run: bash tests/fakes/install_agents.sh")
+    return argv
+
+
+@pytest.fixture
+def mock_model() -> Any:
+    """A mock per test (conftest's is per module): each test counts only its own requests."""
+    with MockModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def chat_env(tmp_path: Path, cli_env: dict[str, str], mock_model: MockModelServer) -> dict:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "work").mkdir()
+    agent_env = real_agents.claude_env_mock(home, mock_model.url)
+    return {
+        **{k: v for k, v in agent_env.items() if not k.startswith("SWITCHBOARD_")},
+        **{k: v for k, v in cli_env.items() if k.startswith("SWITCHBOARD_")},
+        **real_agents.REAL_AGENT_BOUNDS,
+        "SWITCHBOARD_LOG_LEVEL": "debug",  # traces the frames Switchboard sends
+    }
+
+
+def sent_frames(stderr: str) -> list[dict[str, Any]]:
+    """The JSON-RPC frames Switchboard sent the agent, from the debug trace (`-> method#id {..}`)."""
+    frames = []
+    for line in stderr.splitlines():
+        try:
+            message = json.loads(line).get("msg", "")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(message, str) and message.startswith("-> ") and " {" in message:
+            try:
+                frames.append(json.loads(message[message.index(" {") + 1 :]))
+            except json.JSONDecodeError:
+                continue  # a long frame traced cut short
+    return frames
+
+
+def prompts(frames: list[dict[str, Any]]) -> list[str]:
+    return [
+        block["text"]
+        for frame in frames
+        if frame.get("method") == "session/prompt"
+        for block in frame["params"]["prompt"]
+        if block.get("type") == "text"
+    ]
+
+
+def permission_answers(frames: list[dict[str, Any]]) -> list[str]:
+    return [
+        frame["result"]["outcome"].get("optionId", "cancelled")
+        for frame in frames
+        if "method" not in frame and "outcome" in (frame.get("result") or {})
+    ]
+
+
+class LiveChat:
+    """`switchboard chat` whose stdin is written line by line while it runs, so a line can wait
+    for something to happen first (the turn to be streaming). Output goes to files: the debug
+    trace on stderr would fill a pipe nobody reads."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.out_path, self.err_path = tmp_path / "chat.stdout", tmp_path / "chat.stderr"
+        self.out: TextIO = self.out_path.open("w")
+        self.err: TextIO = self.err_path.open("w")
+        argv = [sys.executable, "-m", "bot", "chat", "--agent", "claude"]
+        argv += ["--agent-command", shlex.join(claude_argv())]
+        argv += ["--cwd", str(tmp_path / "work"), "--timeout", "60"]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=self.out, stderr=self.err, text=True, env=env,
+            cwd=tmp_path,
+        )  # fmt: skip
+
+    def line(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self) -> CliResult:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=BOUND)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.out.close()
+            self.err.close()
+        return CliResult(self.proc.returncode, self.out_path.read_text(), self.err_path.read_text())
+
+
+def wait_until(condition: Any, what: str, bound: float = BOUND) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_turn_steered_with_slash_steer_reaches_the_model_in_the_same_turn(
+    tmp_path, chat_env, mock_model
+):
+    chat = LiveChat(tmp_path, chat_env)
+    try:
+        chat.line("SCN_STEER write the report")
+
+        def streaming() -> bool:  # the model is mid-reply: a steer now lands in this turn
+            return any(r.response == "slow" for r in mock_model.filtered(scenario="SCN_STEER"))
+
+        wait_until(streaming, "the slow reply to start")
+        chat.line(f"/steer {STEER_TEXT}")
+    finally:
+        result = chat.finish()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{MOCK_STEER_SEEN} {STEER_TEXT}" in result.stdout
+    seen = [r for r in mock_model.filtered(scenario="SCN_STEER") if r.response == "steer_seen"]
+    assert seen and seen[0].injected_texts == [STEER_TEXT]
+    frames = sent_frames(result.stderr)
+    assert prompts(frames) == ["SCN_STEER write the report"]  # the steer was never a prompt
+    steers = [f for f in frames if f.get("method") == "_session/steering"]
+    assert len(steers) == 1
+    assert steers[0]["params"]["prompt"] == [{"type": "text", "text": STEER_TEXT}]
+
+
+def test_the_agents_question_is_answered_by_typing_the_options_number(
+    tmp_path, chat_env, mock_model
+):
+    blue = MOCK_ASK_OPTIONS.index("Blue") + 1
+    # The question's form has two fields: the choice, then an optional "Other" text, skipped.
+    result = run_chat(
+        "claude",
+        claude_argv(),
+        tmp_path / "work",
+        ["SCN_ASK choose a colour", str(blue), "skip"],
+        env=chat_env,
+        cwd=tmp_path,
+        timeout=BOUND,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert MOCK_ASK_QUESTION in out
+    for number, label in enumerate(MOCK_ASK_OPTIONS, 1):
+        assert f"  {number}) {label}\n" in out
+    answered = [r for r in mock_model.filtered(scenario="SCN_ASK") if r.response == "ask_answered"]
+    assert answered, "the answer never reached the model"
+    assert f'"{MOCK_ASK_QUESTION}"="Blue"' in answered[0].tool_results[-1]
+    assert MOCK_ASK_ANSWERED in out and '="Blue"' in out.split(MOCK_ASK_ANSWERED, 1)[1]
+    frames = sent_frames(result.stderr)
+    assert prompts(frames) == ["SCN_ASK choose a colour"]  # the answers were not prompts
+    answers = [f["result"] for f in frames if "method" not in f and "action" in f.get("result", {})]
+    assert answers == [{"action": "accept", "content": {"question_0": "Blue"}}]
+
+
+def test_allow_always_is_remembered_for_the_next_identical_command(tmp_path, chat_env, mock_model):
+    # claude-agent-acp asks again for this very command (tests/test_real_agent_steer_ask.py):
+    # only Switchboard remembering the answer spares the second card.
+    result = run_chat(
+        "claude",
+        claude_argv(),
+        tmp_path / "work",
+        ["SCN_TOOL run it", "2", "SCN_TOOL run it again"],
+        env=chat_env,
+        cwd=tmp_path,
+        timeout=BOUND,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert out.count(CARD) == 1, out
+    assert f"{MOCK_TOOL_COMMAND} (execute)" in out
+    assert "  2) Yes, and " in out  # the agent's allow_always option, typed
+    assert "Answered: No" not in out
+    assert out.count(MOCK_TOOL_DONE_TEXT) == 2
+    frames = sent_frames(result.stderr)
+    assert permission_answers(frames) == ["allow-with-updates", "allow-with-updates"]
+    assert prompts(frames) == ["SCN_TOOL run it", "SCN_TOOL run it again"]
+    last = mock_model.filtered(scenario="SCN_TOOL")[-1]
+    assert len(last.tool_results) == 2  # both commands ran and told the model
+    assert not any(REFUSED in text for text in last.tool_results)
