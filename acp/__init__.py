@@ -32,6 +32,16 @@ from acp.content import (
     text_block,
 )
 from acp.cpu_share import describe_cpu_limits
+from acp.elicitation import (
+    ELICITATION_ACCEPT,
+    ELICITATION_CANCEL,
+    ELICITATION_DECLINE,
+    ElicitationAnswer,
+    ElicitationField,
+    ElicitationInvalid,
+    ElicitationRequest,
+    PendingElicitation,
+)
 from acp.gate_options import switches_approvals_off
 from acp.runtime import (
     AcpRuntime,
@@ -54,6 +64,7 @@ from acp.sandbox import (
 from acp.session import AcpModelChoiceUnsupported, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.session_state import SessionState
+from acp.steering import AcpSteeringUnsupported, SteerOutcome
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
@@ -96,6 +107,9 @@ __all__ = [
     "ACP_BACKENDS_STRUCTURED_REFUSAL",
     "AGENT_ERRORS",
     "BACKENDS",
+    "ELICITATION_ACCEPT",
+    "ELICITATION_CANCEL",
+    "ELICITATION_DECLINE",
     "PERMISSION_ALLOW_ALWAYS",
     "PERMISSION_ALLOW_ONCE",
     "PERMISSION_REJECT_ALWAYS",
@@ -124,6 +138,7 @@ __all__ = [
     "AcpSession",
     "AcpSessionListUnsupported",
     "AcpSpawnFailed",
+    "AcpSteeringUnsupported",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",
@@ -135,11 +150,16 @@ __all__ = [
     "ConfigChoice",
     "ConfigOption",
     "ContentBlock",
+    "ElicitationAnswer",
+    "ElicitationField",
+    "ElicitationInvalid",
+    "ElicitationRequest",
     "EventKind",
     "FileDiff",
     "GatePlan",
     "Isolation",
     "NoticeKind",
+    "PendingElicitation",
     "PendingPermission",
     "PermissionOption",
     "PermissionRequest",
@@ -156,6 +176,7 @@ __all__ = [
     "SessionCapabilities",
     "SessionNotice",
     "SessionState",
+    "SteerOutcome",
     "TerminalActivity",
     "ToolCall",
     "ToolGateUnroutable",

@@ -16,11 +16,13 @@ from acp._dispatch import parse_update
 from acp.approval_cover import ClientAction, TurnApprovals
 from acp.client import AcpGateViolation, AcpProcessDied, AcpTimeoutError
 from acp.content import PromptContent, prompt_blocks
+from acp.elicitation import ElicitationAnswer, PendingElicitation
 from acp.growing_text import GrowingText
 from acp.inbox import (
     WAKE,
     AgentGone,
     Answered,
+    ElicitationAsked,
     PermissionAsked,
     TerminalRan,
     TextTakerFailed,
@@ -29,10 +31,10 @@ from acp.inbox import (
 )
 from acp.quirks import Take, injected_warning
 from acp.session_handle import AcpRuntimeError, RpcReply
+from acp.turn_asks import TurnAsks
 from acp.turn_clock import TurnClock
 from acp.turn_setup import SessionLine, TurnAgent, TurnHooks
 from acp.types import (
-    PERMISSION_ALLOW_ONCE,
     STOP_REASON_CANCELLED,
     STOP_REASON_END_TURN,
     STOP_REASON_REFUSAL,
@@ -44,7 +46,6 @@ from acp.types import (
     TerminalActivity,
     ToolCall,
 )
-from acp.workspace_files import ClientRequestRefused
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,8 @@ TIMEOUT_CANCEL_WAIT = 1.0
 
 class PromptTurn:
     """One `session/prompt` from sending it to its end, run once (`run`); `cancel`,
-    `ask_permission`, `authorize` and `terminal_ran` are how the rest of the client reaches it."""
+    `ask_permission`, `ask_elicitation`, `authorize` and `terminal_ran` are how the rest of the
+    client reaches it."""
 
     def __init__(
         self,
@@ -110,10 +112,9 @@ class PromptTurn:
         self.files = 0  # files in the reply (delivered as they come: a resend would repeat them)
         self.refusal: RefusalInfo | None = None
         self.cancel_sent = False
-        self.answered_cancelled = False
         # The agent did not answer the cancel within its grace: it is hung and must be stopped.
         self.cancel_ignored = False
-        self.pending: list[PendingPermission] = []
+        self.asks = TurnAsks(line.inbox, approvals, line.session_id, agent.name)
         self._request_id: int | None = None
         self._message_id: str | None = None  # of the latest text chunk
         push = line.inbox.push
@@ -130,8 +131,9 @@ class PromptTurn:
 
     # ---- control ----------------------------------------------------------------------------
     async def cancel(self, *, grace: float | None = None) -> None:
-        """session/cancel once, then answer every pending permission `cancelled` (ACP rule).
-        The turn then waits at most `grace` (default: the cancel grace) for the agent's answer."""
+        """session/cancel once, then answer every pending permission `cancelled` and question
+        `cancel` (ACP rule). The turn then waits at most `grace` (default: the cancel grace) for
+        the agent's answer."""
         self.clock.grant_grace(self.agent.cancel_grace if grace is None else grace)
         if not self.cancel_sent:
             self.cancel_sent = True
@@ -139,57 +141,25 @@ class PromptTurn:
                 await self.line.handle.notify("session/cancel", {"sessionId": self.line.session_id})
             except AcpRuntimeError:
                 log.debug("cancel not sent: the agent is gone")
-        for pending in self.pending:
-            if not pending.answered:
-                self.answered_cancelled = True
-                pending.respond(None)
+        self.asks.close()
 
     async def ask_permission(self, pending: PendingPermission) -> str | None:
         """The agent's request, shown as the turn's next event; the person's answer noted."""
-        answer = await self._ask(pending)
+        answer = await self.asks.permission(pending)
         self.approvals.answered(pending, answer)
         return answer
 
+    async def ask_elicitation(self, pending: PendingElicitation) -> ElicitationAnswer:
+        """The agent's question, shown as the turn's next event; the person's answer."""
+        return await self.asks.elicitation(pending)
+
     async def authorize(self, action: ClientAction) -> None:
-        """Run `action` (a write or a command the agent asked of us) only under an approval:
-        one that covers it, else the person's answer to Switchboard's own card; otherwise
-        ClientRequestRefused, which the agent gets as its request's error."""
-        covering = self.approvals.covering(action)
-        if covering is not None:
-            log.info("%s covered by the approval of %s", action.method, covering)
-            return
-        log.warning(
-            "%s asked for %s with no approval covering it: asking the person",
-            self.agent.name,
-            action.tool.describe(),
-        )
-        pending = action.unasked_request(self.line.session_id)
-        try:
-            answer = await self._ask(pending)
-        finally:
-            if not pending.answered:
-                pending.withdraw()
-        allow = pending.request.option_of_kind(PERMISSION_ALLOW_ONCE)
-        if answer is None or allow is None or answer != allow.option_id:
-            why = "the person declined it"
-            if answer is None:
-                why = "the turn ended before anyone allowed it"
-            raise ClientRequestRefused(action.method, why)
-        self.approvals.allowed_unasked(action)
+        """A write or a command the agent asked of us, run only under an approval (`TurnAsks`)."""
+        await self.asks.authorize(action)
 
     def terminal_ran(self, activity: TerminalActivity) -> None:
         """A terminal of this session ran or printed: told in order with the turn's events."""
         self.line.inbox.push(TerminalRan(activity))
-
-    async def _ask(self, pending: PendingPermission) -> str | None:
-        if self.cancel_sent:
-            return None
-        self.pending.append(pending)
-        self.line.inbox.push(PermissionAsked(pending))
-        answer = await pending.wait()
-        if answer is None:
-            self.answered_cancelled = True
-        return answer
 
     # ---- the turn ---------------------------------------------------------------------------
     async def run(self, prompt: PromptContent) -> AsyncIterator[AcpEvent]:
@@ -289,6 +259,13 @@ class PromptTurn:
                     self.approvals.detail(asked)
                     yield AcpEvent(EventKind.PERMISSION, permission=asked)
                     self.clock.pause(time.monotonic() - started)
+                elif type(item) is ElicitationAsked:
+                    if quirks.holding:  # a question: what they held was output
+                        for held in self._output(quirks.content_follows()):
+                            yield held
+                    started = time.monotonic()  # the time a person takes is not the turn's
+                    yield AcpEvent(EventKind.ELICITATION, elicitation=item.pending)
+                    self.clock.pause(time.monotonic() - started)
                 elif type(item) is TerminalRan:
                     yield AcpEvent(EventKind.TERMINAL_ACTIVITY, terminal=item.activity)
                 elif type(item) is Wake:
@@ -318,9 +295,7 @@ class PromptTurn:
             self.clock.stop()
             if self._request_id is not None:
                 line.handle.forget(self._request_id)
-            for pending in self.pending:
-                if not pending.answered:
-                    pending.respond(None)
+            self.asks.close()
             hooks.release(self)
 
     async def _answered(self, reply: RpcReply) -> list[AcpEvent]:
@@ -427,7 +402,7 @@ class PromptTurn:
         if not isinstance(stop_reason, str) or not stop_reason:
             stop_reason = STOP_REASON_END_TURN
         if stop_reason == STOP_REASON_REFUSAL and self.refusal is None:
-            if self.answered_cancelled or self.cancel_sent:
+            if self.asks.answered_cancelled or self.cancel_sent:
                 # kiro reports a turn we cancelled (or whose tool we answered `cancelled`) as
                 # a refusal: that was us, not the model
                 stop_reason = STOP_REASON_CANCELLED

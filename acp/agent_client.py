@@ -1,8 +1,8 @@
 """`AcpClient`: sessions on one running agent process. The handshake (the protocol version
 checked), what `initialize` advertised (`promptCapabilities`, `sessionCapabilities`), sessions
 opened, listed, taken up again and let go (`SessionResumption`), the tool gate applied to each,
-and the agent's requests routed: permission requests to the running turn, `fs/*` and
-`terminal/*` to `ClientMethods`.
+and the agent's requests routed: permission requests and questions (`elicitation/create`) to
+the running turn, `fs/*` and `terminal/*` to `ClientMethods`.
 
 Every failure leaves here as an `AcpError` built by `acp.client`, the one reader of agent errors,
 or as the transport's `AcpRuntimeError`; this module only decides when to ask for one."""
@@ -30,6 +30,8 @@ from acp.client import (
     _version_refusal,
 )
 from acp.client_methods import Authorize, method_not_found
+from acp.elicitation import OpenLinks
+from acp.elicitation_route import Asker, answer_elicitation
 from acp.gate_watch import GateTarget, start_gate
 from acp.runtime import AcpRuntime
 from acp.session import AcpSession, Released
@@ -87,6 +89,7 @@ class AcpClient(SessionResumption):
         # Sessions whose session/close is on its way: taking one up again waits for it.
         self._closing: dict[str, anyio.Event] = {}
         self._early: OrderedDict[str, list[tuple[str, Any]]] = OrderedDict()
+        self.links = OpenLinks()  # the URL elicitations asked, for `elicitation/complete`
         runtime.handle.serve_requests(self._on_agent_request)
         runtime.handle.listen(self._on_notification)
         runtime.client_methods.terminals.on_activity = self._on_terminal_activity
@@ -235,6 +238,9 @@ class AcpClient(SessionResumption):
     def _on_notification(self, method: str, params: Any) -> None:
         """A notification for no open session: kept a while if it may be a session's state
         that arrived before we opened it (right after its session/new answer)."""
+        if method == "elicitation/complete":
+            self.links.complete(params)
+            return
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         if isinstance(session_id, str) and (
             method == "session/update" or method.startswith("_kiro.dev/")
@@ -296,6 +302,10 @@ class AcpClient(SessionResumption):
         if session is not None and session.turn is not None:
             session.turn.terminal_ran(activity)
 
+    def _turn_of(self, session_id: str) -> Asker | None:
+        session = self.sessions.get(session_id)
+        return session.turn if session is not None else None
+
     def _session_state(self, session_id: str) -> str:
         session = self.sessions.get(session_id)
         if session is None:
@@ -333,6 +343,8 @@ class AcpClient(SessionResumption):
         await session.turn.authorize(action)
 
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
+        if method == "elicitation/create":
+            return await answer_elicitation(params, self._turn_of, self.links)
         asked = method == "session/request_permission"
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None

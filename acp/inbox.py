@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from acp.elicitation import PendingElicitation
 from acp.session_handle import AcpRuntimeError, RpcReply, SessionHandle
 from acp.types import PendingPermission, TerminalActivity
 
@@ -43,6 +44,13 @@ class PermissionAsked:
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationAsked:
+    """The agent's question for a person (`elicitation/create`), shown as the turn's next event."""
+
+    pending: PendingElicitation
+
+
+@dataclass(frozen=True, slots=True)
 class TerminalRan:
     """A terminal of the session ran or printed something (for the reply's status line)."""
 
@@ -65,7 +73,14 @@ class Wake:
 WAKE: Final = Wake()
 
 InboxItem = (
-    Notification | Answered | AgentGone | PermissionAsked | TerminalRan | TextTakerFailed | Wake
+    Notification
+    | Answered
+    | AgentGone
+    | PermissionAsked
+    | ElicitationAsked
+    | TerminalRan
+    | TextTakerFailed
+    | Wake
 )
 
 

@@ -38,6 +38,7 @@ from acp.session_handle import (
     RpcReply,
     SessionHandle,
 )
+from acp.steering import advertises_steering
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class AcpRuntime:
             death_cause=self._death_cause,
         )
         self.agent_capabilities: dict[str, Any] = {}
+        self.steering = False  # `initialize` advertised `_session/steering` (acp.steering)
         self.agent_info: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []  # how the agent says one signs it in
         self.auth_status = ""  # claude/codex announce it: "none" means not signed in
@@ -208,14 +210,20 @@ class AcpRuntime:
     async def initialize(self) -> RpcReply:
         params = {
             "protocolVersion": self.backend.protocol_version,
-            # auth.terminal: an agent may offer a terminal sign-in, which we name as a command
-            "clientCapabilities": {**self.client_methods.advertised(), "auth": {"terminal": True}},
+            # auth.terminal: an agent may offer a terminal sign-in, which we name as a command;
+            # elicitation: the agent's questions (acp.elicitation), as forms and as links
+            "clientCapabilities": {
+                **self.client_methods.advertised(),
+                "auth": {"terminal": True},
+                "elicitation": {"form": {}, "url": {}},
+            },
             "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
         }
         reply = await self.call("initialize", params, timeout=self.spec.initialize_timeout)
         if reply.error is None and isinstance(reply.result, dict):
             caps = reply.result.get("agentCapabilities")
             self.agent_capabilities = caps if isinstance(caps, dict) else {}
+            self.steering = advertises_steering(reply.result)
             info = reply.result.get("agentInfo")
             self.agent_info = info if isinstance(info, dict) else {}
             methods = reply.result.get("authMethods")

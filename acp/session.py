@@ -22,11 +22,19 @@ from acp.client import (
     _acp_error_from,
     _looks_like_error_text,
 )
-from acp.content import PromptContent
+from acp.content import PromptContent, prompt_blocks
+from acp.elicitation import OpenLinks
 from acp.gate_watch import GateTarget, GateWatch
 from acp.inbox import drain_notifications, inbox_for
 from acp.runtime import AcpRuntime
 from acp.session_state import SessionState
+from acp.steering import (
+    STEER_META,
+    STEER_METHOD,
+    AcpSteeringUnsupported,
+    SteerOutcome,
+    read_outcome,
+)
 from acp.turn_setup import SessionLine, TurnAgent, TurnHooks
 from acp.types import AcpEvent, ConfigOption, PromptCapabilities, SessionCapabilities, ToolCall
 
@@ -63,6 +71,7 @@ class SessionHost(Protocol):
     cancel_grace: float
     sessions: dict[str, AcpSession]
     released: dict[str, Released]
+    links: OpenLinks  # the URL elicitations asked, for `elicitation/complete`
 
     @property
     def backend(self) -> Backend: ...
@@ -160,6 +169,9 @@ class AcpSession:
 
     def _observe(self, method: str, params: Any) -> None:
         """A notification that may be state: read, and the approval state checked."""
+        if method == "elicitation/complete":  # sent with our sessionId, it lands here
+            self.client.links.complete(params)
+            return
         self.state.apply(method, params)
         if self.gate is not None:
             self.gate.check()
@@ -214,6 +226,29 @@ class AcpSession:
     @property
     def prompt_capabilities(self) -> PromptCapabilities:
         return self.client.prompt_capabilities
+
+    @property
+    def steering(self) -> bool:
+        """The agent advertised steering (`acp.steering`): `steer` may be used."""
+        return self.client.runtime.steering
+
+    async def steer(self, prompt: PromptContent) -> SteerOutcome:
+        """Add `prompt` to the running turn (`_session/steering`): its output streams in that
+        turn, which is otherwise untouched (its text, its clock). PROMPT_REQUIRED, without
+        asking the agent, when no turn runs or it is being cancelled: send it as a prompt then.
+        Raises AcpSteeringUnsupported, without sending anything, when the agent does not
+        advertise steering, and the agent's error as an AcpError."""
+        if not self.steering:
+            raise AcpSteeringUnsupported(self.client.agent_name)
+        turn = self.turn
+        if turn is None or turn.cancel_sent:
+            return SteerOutcome.PROMPT_REQUIRED
+        blocks = prompt_blocks(prompt)
+        params = {"sessionId": self.session_id, "prompt": blocks, "_meta": STEER_META}
+        reply = await self.client.runtime.call(STEER_METHOD, params)
+        if reply.error is not None:
+            raise self._error_from(reply.error, "")
+        return read_outcome(reply.result)
 
     def prompt(
         self,

@@ -10,6 +10,8 @@ from typing import Any
 
 import anyio
 
+from acp.elicitation import PendingElicitation
+
 STOP_REASON_END_TURN = "end_turn"
 STOP_REASON_MAX_TOKENS = "max_tokens"
 STOP_REASON_MAX_TURN_REQUESTS = "max_turn_requests"
@@ -54,6 +56,8 @@ class EventKind(StrEnum):
     TERMINAL_ACTIVITY = "terminal_activity"
     # an image, audio, embedded resource or resource link in the agent's reply
     FILE = "file"
+    # the agent asks a person a question (`elicitation/create`): answer `elicitation`
+    ELICITATION = "elicitation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +324,7 @@ class AcpEvent:
     terminal: TerminalActivity | None = None
     file: AgentFile | None = None
     plan: tuple[PlanEntry, ...] = ()
+    elicitation: PendingElicitation | None = None
 
 
 # ---- session state (acp/session_state.py keeps it) -----------------------------------------

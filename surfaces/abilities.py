@@ -12,7 +12,12 @@ declares nothing else. The bot resolves every running surface's abilities once, 
   (Telegram, Slack, Discord);
 - `ServesRoutes` (`add_routes(app)`): pages on the bot's own HTTP server (the dashboard);
 - `ReportsConnection` (`connected`, a bool property): whether its platform connection is up
-  (Telegram, Discord).
+  (Telegram, Discord);
+- `AsksForText` (`ask_text(key, prompt, user=...)`): a question whose answer is the person's
+  next message, posted so that the platform invites it (Telegram's force reply, the terminal's
+  answer prompt). The answer arrives as an ordinary `Inbound`; the bot decides it is the answer.
+  Elsewhere (Slack, Discord, the dashboard, where a plain post is all there is) the bot `send`s
+  the prompt.
 
 How a surface counts for readiness (`SurfaceAbilities.connected`): one that reports its
 connection is connected when it says so; one that serves its pages on the bot's HTTP server and
@@ -27,9 +32,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from surfaces.base import ClusterLeases, IncomingFile, Surface
+from surfaces.base import ClusterLeases, ConversationKey, IncomingFile, MessageRef, Surface, UserRef
 
 __all__ = [
+    "AsksForText",
     "OpsAct",
     "OpsSnapshot",
     "RebuildsFiles",
@@ -75,6 +81,14 @@ class ServesRoutes(Protocol):
         ...
 
 
+@runtime_checkable
+class AsksForText(Protocol):
+    async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
+        """Post `prompt` so that `user`'s next message in `key` is the answer, as naturally as
+        the platform allows; returns the posted message."""
+        ...
+
+
 class ReportsConnection(Protocol):
     @property
     def connected(self) -> bool: ...
@@ -96,6 +110,7 @@ class SurfaceAbilities:
     file_rebuilders: Mapping[str, RebuildsFiles]  # by surface name
     route_servers: Sequence[ServesRoutes]
     connections: Mapping[str, ReportsConnection]  # by surface name
+    text_askers: Mapping[str, AsksForText]  # by surface name
 
     @classmethod
     def of(cls, surfaces: Sequence[Surface]) -> SurfaceAbilities:
@@ -111,6 +126,7 @@ class SurfaceAbilities:
             file_rebuilders={s.name: s for s in surfaces if isinstance(s, RebuildsFiles)},
             route_servers=[s for s in surfaces if isinstance(s, ServesRoutes)],
             connections=connections,
+            text_askers={s.name: s for s in surfaces if isinstance(s, AsksForText)},
         )
 
     def connected(self, name: str) -> bool:

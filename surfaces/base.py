@@ -150,6 +150,9 @@ class Choice:
     token: str  # one-time token the surface hands back in ChoiceAnswer
     label: str
     style: str = "default"  # "primary" | "danger" | "default"
+    # A link button: it opens this url, and its token is never handed back. Only http(s) urls
+    # are rendered; an adapter drops any other (`surfaces.links.renderable`).
+    url: str = ""
 
 
 @dataclass(frozen=True, slots=True)

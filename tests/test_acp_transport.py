@@ -225,8 +225,9 @@ async def test_unknown_agent_requests_are_answered_method_not_found(
 ) -> None:
     requests = [
         {"request": {"method": "_kiro/auth/getAccessToken", "params": {}}},
-        # fs/* and terminal/* are served now (tests/test_client_capabilities.py); these are not
-        {"request": {"method": "elicitation/create", "params": {"message": "Your name?"}}},
+        # fs/*, terminal/* (tests/test_client_capabilities.py) and elicitation/create
+        # (tests/test_acp_elicitation.py) are served now; these are not
+        {"request": {"method": "session/ask_user", "params": {"message": "Your name?"}}},
         {"request": {"method": "terminal/attach", "params": {"terminalId": "t"}}},
         {"request": {"method": "session/request_permission", "params": [1, 2]}},
     ]

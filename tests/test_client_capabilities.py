@@ -58,6 +58,7 @@ async def test_initialize_advertises_fs_and_terminal(
         "fs": {"readTextFile": True, "writeTextFile": True},
         "terminal": True,
         "auth": {"terminal": True},
+        "elicitation": {"form": {}, "url": {}},
     }
 
 
@@ -69,10 +70,10 @@ async def test_a_method_we_did_not_advertise_gets_minus_32601_and_one_debug_line
     with anyio.fail_after(WAIT):
         async with open_test_client(agent_spec(fake_agent, workspace)) as client:
             session = await client.open_session()
-            (reply,) = await _replies(session, _request("elicitation/create", message="hi"))
+            (reply,) = await _replies(session, _request("session/ask_user", message="hi"))
     assert reply["error"]["code"] == -32601
     lines = [r.getMessage() for r in caplog.records if r.name == "acp.client_methods"]
-    assert len([line for line in lines if "elicitation/create" in line]) == 1
+    assert len([line for line in lines if "session/ask_user" in line]) == 1
 
 
 # ---- fs/read_text_file -----------------------------------------------------------------------

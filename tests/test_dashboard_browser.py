@@ -16,13 +16,14 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 import pytest
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -36,6 +37,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store
+from surfaces.base import Choice, ConversationKey
 from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from tests.conftest import FakeAgent, script
@@ -45,6 +47,7 @@ INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
 USERS += ["worker"]  # whose turn the operations view's test stops
 USERS += ["presser"]  # who presses Stop slowly while the reply streams fast
+USERS += ["links"]  # who is shown link buttons
 ADMIN = "operator"
 TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
@@ -58,9 +61,11 @@ WAIT = 15.0  # the longest any one condition is waited for
 
 # ---- the server and the browser ----------------------------------------------------------------
 class Served:
-    def __init__(self, url: str, agent: FakeAgent) -> None:
+    def __init__(self, url: str, agent: FakeAgent, surface: DashboardSurface) -> None:
         self.url = url
         self.agent = agent
+        self.surface = surface  # what the bot speaks to, called on the server's loop (`portal`)
+        self.portal: BlockingPortal | None = None
         self.host, port = url.removeprefix("http://").rstrip("/").split(":")
         self.port = int(port)
 
@@ -85,7 +90,7 @@ async def _serving(folder: Path) -> AsyncIterator[Served]:
             await tg.start(serve)
             try:
                 assert app.http is not None and app.http.port
-                yield Served(f"http://127.0.0.1:{app.http.port}", agent)
+                yield Served(f"http://127.0.0.1:{app.http.port}", agent, surface)
             finally:
                 stop.set()
     finally:
@@ -102,6 +107,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         folder = tmp_path_factory.mktemp("dashboard-browser")
         with start_blocking_portal("asyncio") as portal:
             with portal.wrap_async_context_manager(_serving(folder)) as server:
+                server.portal = portal
                 yield server
 
 
@@ -301,6 +307,27 @@ def test_an_approval_is_pressed(page: Page) -> None:
     page.agent_says("permission:allow_once")
     page.until(lambda d: not page.all(hook("approval-option")), "the buttons withdrawn")
     page.shot("answered")
+
+
+def test_a_link_button_opens_its_page_in_a_new_tab_and_a_bad_one_never_shows(page: Page) -> None:
+    page.sign_in("links")
+    tab = page.one(hook("tab")).get_attribute("data-tab")
+    key = ConversationKey("dashboard", "links", str(tab))
+    docs = Choice("", "Open the docs", url="https://example.com/docs?page=1")
+    evil = Choice("", "Evil", url="javascript:alert(document.cookie)")
+    served = page.served
+    assert served.portal is not None
+    served.portal.call(partial(served.surface.send, key, "Read this first.", buttons=[docs, evil]))
+    (link,) = page.until(lambda d: page.all(hook("link-button")), "the link button")
+    page.shot("link")
+    assert link.tag_name == "a" and link.text == "Open the docs"
+    assert link.get_attribute("href") == "https://example.com/docs?page=1"
+    assert link.get_attribute("target") == "_blank"
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    assert link.value_of_css_property("text-decoration-line") == "none"  # styled as a button
+    hrefs = [a.get_attribute("href") or "" for a in page.all("a")]
+    assert not any(href.startswith("javascript") for href in hrefs)
+    assert "Evil" not in page.agent_says("Read this first.").text
 
 
 def test_a_refused_turn_shows_one_refusal_card(page: Page) -> None:

@@ -4,16 +4,19 @@ are numbered menus answered by typing the number. Also the in-process test surfa
 Output reads like a transcript: a reply streams by appending (a terminal cannot take text back),
 and every finished message ends with a newline. While a reply streams, nothing else is written
 into it: other messages (a "queued" notice, a command's answer) wait until it is done. Only an
-approval menu interrupts it, since the reply waits for the answer.
+approval menu interrupts it, since the reply waits for the answer, and so does a question
+asked for text (`ask_text`): its prompt is printed, the input prompt becomes "answer> ", and the
+next line typed is sent as an ordinary message (the bot takes it as the answer). Link buttons,
+which a terminal cannot open, are printed as "label: url".
 
 On a terminal, a "> " prompt shows when Switchboard waits for input; while a reply streams the
 prompt is not shown and the terminal's echo is off, so typed text cannot land inside the reply
 (a line typed meanwhile is shown after the reply, then queued as usual).
 
 When stdin is not a terminal (a script, a pipe) each message waits for the previous reply to
-finish, so output stays in order; lines that answer a pending approval are taken at once. At the
-end of input an approval still pending is declined at once, and `run` returns after the last
-reply."""
+finish, so output stays in order; lines that answer a pending approval or a question are taken at
+once. At the end of input an approval still pending is declined at once, and `run` returns after
+the last reply."""
 
 from __future__ import annotations
 
@@ -41,10 +44,12 @@ from surfaces.base import (
     UserRef,
 )
 from surfaces.console.convert import (
+    ANSWER_PROMPT,
     FILE_USAGE,
     PROMPT,
     choice_menu,
     declining_choice,
+    link_lines,
     parse_file_line,
     pick_choice,
     render,
@@ -52,6 +57,7 @@ from surfaces.console.convert import (
 )
 from surfaces.console.input import TerminalEcho, read_lines
 from surfaces.errors import FileRefused
+from surfaces.links import pressable, renderable
 from surfaces.live import EditedLive
 from surfaces.local_files import LocalFileMissing, local_file
 
@@ -96,7 +102,8 @@ class ConsoleSurface:
         self._last_ref = ""
         self._next_id = 0
         self._menus: list[_Menu] = []
-        self._menu_posted = anyio.Event()
+        self._menu_posted = anyio.Event()  # a menu or a question: the next line may answer it
+        self._text_wanted = False  # a question waits for the next line (`ask_text`)
         self._pending: set[anyio.Event] = set()  # `handled` of messages not answered yet
         self._input_ended = False
         self._echo = TerminalEcho(input_fd) if interactive else None
@@ -137,14 +144,17 @@ class ConsoleSurface:
         text: str,
         *,
         formatted: bool = False,
-        buttons: Sequence[Choice] = (),  # not shown: a terminal has /stop
+        buttons: Sequence[Choice] = (),  # links printed; the rest not shown: there is /stop
     ) -> MessageRef:
         ref = self._new_ref()
         answer = render(split_status(text)[0])
         self._printed[ref.id] = answer
+        shown_links = link_lines(renderable(buttons, surface=self.name))
         if formatted:
-            self._say(answer)
+            self._say("\n".join([answer, *shown_links]))
             return ref
+        if shown_links:
+            self._say("\n".join(shown_links))  # after the reply this message starts
         self._live.add(ref.id)  # the start of a streamed reply
         self._hide_echo()
         self._end_line()
@@ -195,12 +205,24 @@ class ConsoleSurface:
         *,
         allowed_users: Sequence[str],
     ) -> MessageRef:
-        menu = _Menu(self._new_ref(), choice_menu(prompt, choices), choices)
-        self._menus.append(menu)
+        shown = renderable(choices, surface=self.name)
+        menu = _Menu(self._new_ref(), choice_menu(prompt, shown), shown)
         self._block(menu.text)  # at once: the reply waits for this answer
+        if not pressable(shown):
+            return menu.ref  # links only: nothing to type
+        self._menus.append(menu)
         self._menu_posted.set()
         self._ask_for_input()
         return menu.ref
+
+    async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
+        """The prompt at once (the reply waits for the answer), then the answer prompt; the next
+        line is an ordinary message, taken even while a turn runs."""
+        self._block(prompt)
+        self._text_wanted = True
+        self._menu_posted.set()
+        self._ask_for_input()
+        return self._new_ref()
 
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         self._menus = [menu for menu in self._menus if menu.ref != ref]
@@ -245,10 +267,10 @@ class ConsoleSurface:
             return
         self._show_echo()
         self._end_line()
-        self._write(PROMPT)
+        self._write(ANSWER_PROMPT if self._text_wanted else PROMPT)
 
     def _hide_echo(self) -> None:
-        if self._echo is not None and not self._menus:
+        if self._echo is not None and not self._menus and not self._text_wanted:
             self._echo.hide()
 
     def _show_echo(self) -> None:
@@ -304,6 +326,7 @@ class ConsoleSurface:
             self._settle()
             return handled
         text, files = message
+        self._text_wanted = False  # this line is the answer, if one was wanted
         self._pending.add(handled)
         self._hide_echo()
         await on_event(
@@ -317,6 +340,7 @@ class ConsoleSurface:
         self._pending.discard(handled)
         if not any(not event.is_set() for event in self._pending):
             self._live.clear()  # no turn is left that could still stream
+            self._text_wanted = False  # nor a question that waits for a line
         self._settle()
 
     async def run(
@@ -347,14 +371,23 @@ class ConsoleSurface:
             while True:
                 if self._menus and self._answer_menu(line, tg, on_event):
                     break
-                if self.interactive or turn_done is None or turn_done.is_set() or self._menus:
+                if (
+                    self.interactive
+                    or turn_done is None
+                    or turn_done.is_set()
+                    or self._menus
+                    or self._text_wanted
+                ):
                     if line.strip():
-                        turn_done = await self._submit(line, on_event, tg)
+                        answering = self._text_wanted and turn_done is not None
+                        handled = await self._submit(line, on_event, tg)
+                        # an answer is part of the running turn: the next line waits for it
+                        turn_done = turn_done if answering else handled
                     else:
                         self._settle()  # an empty line: ask again
                     break
-                # scripted: wait for the reply, unless an approval shows up that this
-                # line may answer
+                # scripted: wait for the reply, unless an approval or a question shows up
+                # that this line may answer
                 self._menu_posted = anyio.Event()
                 await _first_of(turn_done, self._menu_posted)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from surfaces.base import STATUS_MARK, Choice
+from surfaces.links import links, pressable
 
 PROMPT = "> "  # shown on a terminal when Switchboard waits for input
+ANSWER_PROMPT = "answer> "  # instead, when a question waits for the next line (`ask_text`)
 
 
 def render(markdown: str) -> str:
@@ -25,25 +27,36 @@ def split_status(text: str) -> tuple[str, str]:
     return text, ""
 
 
+def link_lines(choices: Sequence[Choice]) -> list[str]:
+    """A terminal cannot open a link button: each shows as "label: url" (only `renderable`
+    choices are given, so every url here is http(s))."""
+    return [f"  {choice.label}: {choice.url}" for choice in links(choices)]
+
+
 def choice_menu(prompt: str, choices: Sequence[Choice]) -> str:
-    lines = [prompt]
-    lines.extend(f"  {number}) {choice.label}" for number, choice in enumerate(choices, 1))
-    lines.append("Type a number to answer.")
+    """The prompt, its links, then the options a number picks (`pick_choice`)."""
+    lines = [prompt, *link_lines(choices)]
+    options = pressable(choices)
+    lines.extend(f"  {number}) {choice.label}" for number, choice in enumerate(options, 1))
+    if options:
+        lines.append("Type a number to answer.")
     return "\n".join(lines)
 
 
 def pick_choice(line: str, choices: Sequence[Choice]) -> Choice | None:
-    """The choice a typed line selects, if it is one of the offered numbers."""
+    """The option a typed line selects, if it is one of the offered numbers (links have
+    none)."""
     text = line.strip()
     if not text.isdigit():
         return None
     number = int(text)
-    return choices[number - 1] if 1 <= number <= len(choices) else None
+    options = pressable(choices)
+    return options[number - 1] if 1 <= number <= len(options) else None
 
 
 def declining_choice(choices: Sequence[Choice]) -> Choice | None:
     """The option that says no (the bot styles the reject options "danger"), if there is one."""
-    return next((choice for choice in choices if choice.style == "danger"), None)
+    return next((choice for choice in pressable(choices) if choice.style == "danger"), None)
 
 
 FILE_COMMAND = "/file"

@@ -48,6 +48,7 @@ from surfaces.dashboard.sign_in_limit import SignInLimiter
 from surfaces.dashboard.sockets import Conversation, Hub, Shown, bound_person, send
 from surfaces.errors import FileRefused, MessageGone
 from surfaces.lanes import Lanes
+from surfaces.links import renderable
 from surfaces.live import EditedLive
 
 __all__ = ["SURFACE", "DashboardSurface"]
@@ -238,7 +239,9 @@ class DashboardSurface:
         buttons: Sequence[Choice] = (),
     ) -> MessageRef:
         conversation = self._conversation_of(key)
-        shown = Shown(_new_id(), "agent", _html(text, formatted), tuple(buttons), final=formatted)
+        shown = Shown(
+            _new_id(), "agent", _html(text, formatted), self._shown(buttons), final=formatted
+        )
         self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
         return MessageRef(key, shown.id)
@@ -255,7 +258,7 @@ class DashboardSurface:
         shown = conversation.messages.get(ref.id)
         if shown is None:
             raise MessageGone(f"Dashboard message {ref.id} is no longer kept")
-        html, wanted = _html(text, formatted), tuple(buttons)
+        html, wanted = _html(text, formatted), self._shown(buttons)
         if (html, wanted, formatted) == (shown.html, shown.buttons, shown.final):
             return  # the page shows this already
         # Unchanged buttons are not sent again: the page keeps their elements, so a press that
@@ -302,7 +305,7 @@ class DashboardSurface:
         allowed_users: Sequence[str],
     ) -> MessageRef:
         conversation = self._conversation_of(key)
-        shown = Shown(_new_id(), "notice", plain_html(prompt), tuple(choices), kind="choice")
+        shown = Shown(_new_id(), "notice", plain_html(prompt), self._shown(choices), kind="choice")
         self._keep(conversation, shown)
         await self._hub.publish(conversation, shown.frame(conversation))
         return MessageRef(key, shown.id)
@@ -318,6 +321,10 @@ class DashboardSurface:
         await self._hub.publish(conversation, shown.frame(conversation))
 
     # ---- helpers ----------------------------------------------------------------------------
+    def _shown(self, buttons: Sequence[Choice]) -> tuple[Choice, ...]:
+        """The buttons the page gets: a link only with an http(s) url (`surfaces.links`)."""
+        return tuple(renderable(buttons, surface=self.name))
+
     def _keep(self, conversation: Conversation, shown: Shown) -> None:
         """Kept for reconnecting pages, within the conversation's and its person's bounds."""
         conversation.messages.keep(shown)

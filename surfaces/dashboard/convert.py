@@ -7,6 +7,10 @@ module produced. markdown-it runs with raw HTML off (a `<script>` in the text is
 and the page's Content-Security-Policy (page.py) forbids inline script and foreign images on top.
 Plain text (the live reply, notices) is escaped, never parsed.
 
+A link button (a `Choice` with a url) travels to the page as its label and url only, never a
+token (`button_frame`), and only with an http(s) url (`surfaces.links`); the page makes it an
+`<a>` that opens a new tab with `rel="noopener noreferrer"`, as the text's links do.
+
 A refusal is one card: the bot ends a refused turn with the paragraph `refusal_card_text` builds,
 whose first line is always `REFUSAL_LEAD`; the paragraph that starts with it is rendered as
 `<div class="refusal" data-testid="refusal">`, one line per field."""
@@ -23,13 +27,14 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-from surfaces.base import STATUS_MARK
+from surfaces.base import STATUS_MARK, Choice
 
 __all__ = [
     "MAX_FRAME_TEXT",
     "REFUSAL_LEAD",
     "BrowserFrame",
     "FrameRefused",
+    "button_frame",
     "parse_frame",
     "plain_html",
     "render",
@@ -67,6 +72,14 @@ def _link_open(
 _PARSER.add_render_rule("fence", _fence)
 _PARSER.add_render_rule("code_block", _fence)
 _PARSER.add_render_rule("link_open", _link_open)
+
+
+def button_frame(choice: Choice) -> dict[str, str]:
+    """A button as the page reads it: a link opens its url (no token to press back); any other
+    comes back as its token."""
+    if choice.url:
+        return {"label": choice.label, "style": choice.style, "url": choice.url}
+    return {"token": choice.token, "label": choice.label, "style": choice.style}
 
 
 def plain_html(text: str) -> str:

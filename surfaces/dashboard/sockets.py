@@ -20,6 +20,7 @@ import anyio
 from aiohttp import web
 
 from surfaces.base import Choice, ConversationKey
+from surfaces.dashboard.convert import button_frame
 from surfaces.dashboard.errors import GONE_SOCKET
 
 __all__ = ["SESSION_ENDED", "Conversation", "Hub", "Kept", "Shown", "bound_person"]
@@ -47,7 +48,9 @@ class Shown:
 
     def size(self) -> int:
         """Roughly the bytes it holds: its HTML and its buttons (UTF-8)."""
-        buttons = sum(len(b.token) + len(b.label.encode()) + len(b.style) for b in self.buttons)
+        buttons = sum(
+            len(b.token) + len(b.label.encode()) + len(b.style) + len(b.url) for b in self.buttons
+        )
         return len(self.html.encode("utf-8", "surrogatepass")) + buttons
 
     def frame(self, conversation: Conversation, *, buttons: bool = True) -> dict[str, Any]:
@@ -63,9 +66,7 @@ class Shown:
             "final": self.final,
         }
         if buttons:
-            frame["buttons"] = [
-                {"token": b.token, "label": b.label, "style": b.style} for b in self.buttons
-            ]
+            frame["buttons"] = [button_frame(b) for b in self.buttons]
         return frame
 
 
@@ -116,8 +117,13 @@ class Conversation:
     agent_commands: list[dict[str, str]] = field(default_factory=list)
 
     def offers(self, token: str) -> bool:
-        """Whether a message shown here carries a button with this token now."""
-        return any(b.token == token for shown in self.messages.values() for b in shown.buttons)
+        """Whether a message shown here carries a button with this token now (a link's token
+        is never pressed back)."""
+        return any(
+            b.token == token and not b.url
+            for shown in self.messages.values()
+            for b in shown.buttons
+        )
 
     def tab_frame(self) -> dict[str, Any]:
         return {"type": "tab", "tab": self.tab, "title": self.title, "owner": self.owner}

@@ -271,7 +271,9 @@ class DiscordSurface:
         view = button_row(choices)
         channel = self._messageable(key)
         await self._spending.new_message()
-        message = await REST.call(channel.send(content, view=view, allowed_mentions=NO_MENTIONS))
+        message = await REST.call(
+            channel.send(content, view=view or discord.utils.MISSING, allowed_mentions=NO_MENTIONS)
+        )
         self._inbox.choices[message.id] = OpenChoice(key, frozenset(allowed_users))
         return MessageRef(key, str(message.id))
 

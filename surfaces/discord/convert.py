@@ -21,6 +21,7 @@ THREAD_NAME_CHARS = 80  # Discord allows 100
 LABEL_CHARS = 80
 DESCRIPTION_CHARS = 100  # of an application command
 MAX_BUTTONS = 25  # 5 rows of 5
+MAX_URL = 512  # a link button's url, in characters
 ZWSP = "\u200b"
 
 # Answered only to the person who asked: they are about this person's view of the conversation.

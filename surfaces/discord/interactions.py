@@ -38,10 +38,11 @@ import anyio
 
 from surfaces.base import Choice, ConversationKey, MessageRef
 from surfaces.bounded import BoundedMap
-from surfaces.discord.convert import MAX_BUTTONS, button_label, fit, plain
+from surfaces.discord.convert import MAX_BUTTONS, MAX_URL, button_label, fit, plain
 from surfaces.discord.errors import EDITS, NETWORK_ERRORS, SDK_FAILURES, unreachable
 from surfaces.discord.gateway import NO_MENTIONS, rebase
 from surfaces.discord.sdk import AsyncWebhookAdapter, Route, async_context, discord
+from surfaces.links import renderable
 
 __all__ = [
     "ACK_DEADLINE",
@@ -110,19 +111,23 @@ def current_followup(key: ConversationKey) -> Followup | None:
     return followup if followup is not None and followup.takes(key) else None
 
 
-def buttons(choices: Sequence[Choice]) -> discord.ui.View:
-    """A choice's options as buttons (the first `MAX_BUTTONS`) whose custom ids are its tokens."""
+def buttons(choices: Sequence[Choice]) -> discord.ui.View | None:
+    """A choice's options as buttons (the first `MAX_BUTTONS`) whose custom ids are its tokens;
+    a link choice as a link-style button (style 5: a url, no custom id, never an interaction).
+    None when there is none to show."""
+    shown = renderable(choices, surface="discord", max_url=MAX_URL)
+    if not shown:
+        return None
     view = discord.ui.View(timeout=None)
-    if len(choices) > MAX_BUTTONS:
-        log.warning("showing %d of %d options as buttons", MAX_BUTTONS, len(choices))
-    for choice in choices[:MAX_BUTTONS]:
-        view.add_item(
-            discord.ui.Button(
-                label=button_label(choice.label),
-                custom_id=choice.token,
-                style=_STYLES.get(choice.style, discord.ButtonStyle.secondary),
-            )
-        )
+    if len(shown) > MAX_BUTTONS:
+        log.warning("showing %d of %d options as buttons", MAX_BUTTONS, len(shown))
+    for choice in shown[:MAX_BUTTONS]:
+        label = button_label(choice.label)
+        if choice.url:
+            view.add_item(discord.ui.Button(label=label, url=choice.url))
+            continue
+        style = _STYLES.get(choice.style, discord.ButtonStyle.secondary)
+        view.add_item(discord.ui.Button(label=label, custom_id=choice.token, style=style))
     view.stop()  # presses come to on_interaction, not to discord.py's view store
     return view
 

@@ -46,7 +46,7 @@ class Messages:
         self, key: ConversationKey, text: str, *, final: bool, buttons: Sequence[Choice] = ()
     ) -> MessageRef:
         content = content_of(text, final)
-        view = button_row(buttons) if buttons else None
+        view = button_row(buttons)
         followup = current_followup(key)
         if followup is not None:
             ref = await _once(self._interactions.send(followup, content, view))
@@ -77,7 +77,7 @@ class Messages:
         `unchanged`: a final edit that shows what the message shows already (made only when the
         budget has a slot free)."""
         content = content_of(text, final)
-        view = button_row(buttons) if buttons else None
+        view = button_row(buttons)
         message_id = int(ref.id)
         if await _once(self._interactions.edit(message_id, content, view)):
             return

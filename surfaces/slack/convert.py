@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from surfaces.base import STATUS_MARK, Choice, MenuCommand
+from surfaces.links import renderable
 from surfaces.text import ellipsize, escape_angle_brackets, unescape_angle_brackets
 
 BLOCK_ID = "switchboard-choice"  # our buttons carry it; other apps' actions are not ours
 BUTTON_TEXT_LIMIT = 75
 SECTION_TEXT_LIMIT = 3000
 BUTTONS_PER_BLOCK = 25
+URL_LIMIT = 3000  # a button's url, in characters
+LINK_ACTION = "link-"  # the action ids of link buttons: Slack reports their clicks, never ours
 _ZWSP = "\u200b"
 
 # ---- escaping ------------------------------------------------------------------------------------
@@ -260,6 +263,8 @@ def press_from_payload(body: dict[str, Any]) -> SlackPress | None:
     action = actions[0] if actions and isinstance(actions[0], dict) else None
     if action is None or not str(action.get("block_id", "")).startswith(BLOCK_ID):
         return None
+    if str(action.get("action_id", "")).startswith(LINK_ACTION):
+        return None  # a link button's click: acknowledged, and nothing to hand back
     user = body.get("user") or {}
     container = body.get("container") or {}
     message = body.get("message") or {}
@@ -287,8 +292,9 @@ def _section(text: str) -> dict[str, Any]:
 def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]]:
     """The prompt and one button per choice (value = the choice's one-time token)."""
     blocks = [_section(prompt)]
-    for start in range(0, len(choices), BUTTONS_PER_BLOCK):
-        buttons = _buttons(choices[start : start + BUTTONS_PER_BLOCK], start)
+    shown = slack_buttons(choices)
+    for start in range(0, len(shown), BUTTONS_PER_BLOCK):
+        buttons = _buttons(shown[start : start + BUTTONS_PER_BLOCK], start)
         blocks.append({"type": "actions", "block_id": f"{BLOCK_ID}-{start}", "elements": buttons})
     return blocks
 
@@ -296,9 +302,14 @@ def choice_blocks(prompt: str, choices: Sequence[Choice]) -> list[dict[str, Any]
 LIVE_BLOCK_ID = f"{BLOCK_ID}-live"  # the buttons on a reply (Stop), pressed like a choice's
 
 
+def slack_buttons(choices: Sequence[Choice]) -> list[Choice]:
+    """The choices Slack shows: a link only with an http(s) url within its limit."""
+    return renderable(choices, surface="slack", max_url=URL_LIMIT)
+
+
 def message_blocks(shown: str, buttons: Sequence[Choice]) -> list[dict[str, Any]]:
     """A message's text (mrkdwn, escaped, as its `text` is) as sections of 3,000 characters,
-    then its buttons."""
+    then its buttons (those `slack_buttons` keeps)."""
     blocks: list[dict[str, Any]] = []
     rest = shown
     while rest.strip():
@@ -307,13 +318,14 @@ def message_blocks(shown: str, buttons: Sequence[Choice]) -> list[dict[str, Any]
             cut = rest.rfind("\n", 0, SECTION_TEXT_LIMIT) + 1 or SECTION_TEXT_LIMIT
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": rest[:cut]}})
         rest = rest[cut:]
-    blocks.append(button_block(buttons))
+    blocks.extend(button_blocks(buttons))
     return blocks
 
 
-def button_block(buttons: Sequence[Choice]) -> dict[str, Any]:
-    """The actions block of a reply's buttons."""
-    return {"type": "actions", "block_id": LIVE_BLOCK_ID, "elements": _buttons(buttons, 0)}
+def button_blocks(buttons: Sequence[Choice]) -> list[dict[str, Any]]:
+    """The actions block of a reply's buttons; none when Slack shows none of them."""
+    shown = _buttons(slack_buttons(buttons), 0)
+    return [{"type": "actions", "block_id": LIVE_BLOCK_ID, "elements": shown}] if shown else []
 
 
 def _buttons(choices: Sequence[Choice], start: int) -> list[dict[str, Any]]:
@@ -321,14 +333,14 @@ def _buttons(choices: Sequence[Choice], start: int) -> list[dict[str, Any]]:
     for index, choice in enumerate(choices, start):
         button: dict[str, Any] = {
             "type": "button",
-            "action_id": f"choice-{index}",
+            "action_id": f"{LINK_ACTION if choice.url else 'choice-'}{index}",
             "text": {
                 "type": "plain_text",
                 "text": ellipsize(choice.label, BUTTON_TEXT_LIMIT),
                 "emoji": True,
             },
-            "value": choice.token,
         }
+        button.update({"url": choice.url} if choice.url else {"value": choice.token})
         if choice.style in ("primary", "danger"):
             button["style"] = choice.style
         buttons.append(button)

@@ -42,9 +42,10 @@ from surfaces.base import Choice, ConversationKey
 from surfaces.bounded import BoundedMap
 from surfaces.errors import MessageGone, SurfaceError
 from surfaces.slack.convert import (
-    button_block,
+    button_blocks,
     message_blocks,
     neutralise_markdown,
+    slack_buttons,
     split_status,
 )
 from surfaces.slack.errors import NO_STREAMS, Refused
@@ -241,8 +242,9 @@ class NativeStreams:
         bottom). Returns whether the message shows it all; False when the stream had already
         ended (Slack ended it, or it was cut short)."""
         extra: dict[str, Any] = {}
-        if with_buttons and posted.wanted:
-            extra["blocks"] = [button_block(posted.wanted)]
+        blocks = button_blocks(posted.wanted) if with_buttons else []
+        if blocks:
+            extra["blocks"] = blocks
         try:
             await self._call_on(
                 posted, self._api.web.chat_stopStream, markdown_text=delta or None, **extra
@@ -319,6 +321,6 @@ class NativeStreams:
 def message_fields(shown: str, buttons: Sequence[Choice], *, clear: bool = False) -> dict[str, Any]:
     """A posted message's `text` (with blocks: the notification's text) and its `blocks`: its
     text in sections above its buttons; `clear`: no buttons, and the ones it had taken off."""
-    if buttons:
+    if slack_buttons(buttons):
         return {"text": shown, "blocks": message_blocks(shown, buttons)}
     return {"text": shown, "blocks": []} if clear else {"text": shown}

@@ -1,6 +1,7 @@
 """The Telegram surface on python-telegram-bot. With `connection.py` (the Bot API connection),
 `messages.py` (the paced message calls), `live.py` (replies being written), `keyboards.py`
-(inline buttons), `presses.py` (button presses), `files.py` (downloads and uploads), `menus.py`
+(inline buttons, link buttons among them), `presses.py` (button presses), `asking.py` (questions
+answered by the next message, with a force reply), `files.py` (downloads and uploads), `menus.py`
 (the agent's commands in each chat's menu), `webhook.py` and `errors.py`, the only code that
 imports `telegram`.
 
@@ -45,12 +46,14 @@ from surfaces.base import (
     OnEvent,
     OutgoingFile,
     SurfaceCapabilities,
+    UserRef,
     count_utf16,
 )
 from surfaces.errors import MessageGone, SurfaceError
 from surfaces.lanes import Lanes
 from surfaces.pacing import GroupWindow, Pacing
 from surfaces.telegram.albums import Album, Albums
+from surfaces.telegram.asking import TextAsks
 from surfaces.telegram.connection import BotConnection
 from surfaces.telegram.convert import (
     GroupGate,
@@ -124,6 +127,7 @@ class TelegramSurface:
         self._messages = MessageCalls(self._bot, self._pacing)
         self._drafts = DraftChats()
         self._keyboards = Keyboards()
+        self._asks = TextAsks(self._messages)
         self._files = FileTransfers(self._bot, self._messages)
         self._agent_menus = AgentMenus(self._bot)
         # Album parts wait a moment for the rest: `album_quiet` seconds without a new part,
@@ -297,6 +301,7 @@ class TelegramSurface:
         )
         if received is None:
             return
+        self._asks.saw(received.key, received.user, received.message_id)
         files = self._incoming_files(received)
         if received.album:
             album = self._albums.add(received, files)
@@ -410,6 +415,10 @@ class TelegramSurface:
         markup = self._keyboards.markup(choices)
         message = await self._messages.post(chat, thread, prompt, reply_markup=markup)
         return MessageRef(key, str(message.message_id))
+
+    async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
+        """The prompt with a force reply for `user` (`asking.py`)."""
+        return await self._asks.ask(key, prompt, user)
 
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         chat, _ = chat_and_thread(ref.key)

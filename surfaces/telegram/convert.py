@@ -100,6 +100,7 @@ class Received:
     refusal: tuple[str, str] | None = None  # (what it is, why it is refused)
     album: str = ""
     addressed: bool = True
+    message_id: int = 0  # in its chat: what a question for this person replies to
 
     def inbound(self, files: Sequence[IncomingFile] = ()) -> Inbound:
         return Inbound(self.key, self.user, self.text, self.event_id, files=tuple(files))
@@ -151,6 +152,7 @@ def received_from_update(
         refusal,
         album,
         addressed,
+        int(message.get("message_id") or 0),
     )
 
 

@@ -2,7 +2,9 @@
 
 Telegram carries at most 64 bytes of `callback_data` per button, so a longer token travels as a
 short alias (`~N`) remembered both ways, bounded; a live message's Stop button keeps its alias
-through every edit, so the keyboard Telegram shows does not change while the text streams."""
+through every edit, so the keyboard Telegram shows does not change while the text streams. A link
+choice is a `url` button (http(s) only: `surfaces.links`), which Telegram opens and never
+reports."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from surfaces.base import Choice
 from surfaces.bounded import BoundedMap
+from surfaces.links import renderable
 from surfaces.telegram.convert import choice_rows, fits_callback_data
 
 __all__ = ["Keyboards"]
@@ -30,14 +33,17 @@ class Keyboards:
 
     def markup(self, choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
         """Inline buttons whose presses come back as the choices' tokens (None: no buttons)."""
-        if not choices:
+        shown = renderable(choices, surface="telegram")
+        if not shown:
             return None
-        buttons = [
-            InlineKeyboardButton(choice.label, callback_data=self._callback_data(choice.token))
-            for choice in choices
-        ]
-        rows = choice_rows([choice.label for choice in choices])
+        buttons = [self._button(choice) for choice in shown]
+        rows = choice_rows([choice.label for choice in shown])
         return InlineKeyboardMarkup([[buttons[index] for index in row] for row in rows])
+
+    def _button(self, choice: Choice) -> InlineKeyboardButton:
+        if choice.url:
+            return InlineKeyboardButton(choice.label, url=choice.url)
+        return InlineKeyboardButton(choice.label, callback_data=self._callback_data(choice.token))
 
     def token(self, data: str) -> str:
         """The token a press's `callback_data` stands for."""

@@ -15,7 +15,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, Message, ReplyParameters
+from telegram import (
+    Bot,
+    ForceReply,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    ReplyParameters,
+)
 from telegram.constants import ParseMode
 
 from surfaces.live import did_not_answer, one_call
@@ -62,7 +69,7 @@ class MessageCalls:
         text: str,
         *,
         formatted: bool = False,
-        reply_markup: InlineKeyboardMarkup | None = None,
+        reply_markup: InlineKeyboardMarkup | ForceReply | None = None,
         reply_to: int | None = None,
         optional: bool = False,
     ) -> Message:

@@ -27,7 +27,11 @@ Files (issue 13): people's messages may carry attachments (`FakeFile`), stored a
 CDN route (`/cdn/attachments/...`, every download recorded in `downloads`); the bot's multipart
 message creates (`payload_json` + `files[n]`) are parsed, a file over `upload_limit` (Discord's
 10 MiB default for bots) answered 413 "Request entity too large" (code 40005) as Discord does,
-and the files kept on the message (`Message.files`); components on creates and edits are kept;
+and the files kept on the message (`Message.files`); components on creates and edits are kept,
+checked as Discord documents buttons (`components_problem`; 400 with code 50035 "Invalid Form
+Body" otherwise): action rows of at most 5 buttons, a label of at most 80 characters, a link
+button (style 5) with a `url` of at most 512 characters and no `custom_id`, every other style
+with a `custom_id` of 1-100 characters and no `url` (a link's click never reaches the bot);
 guild-scoped application command overwrites are kept per guild (`guild_commands`).
 
 Every REST call is recorded (`calls`), with its JSON body and status."""
@@ -304,6 +308,31 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 def _error(status: int, code: int, message: str) -> web.Response:
     return _json({"code": code, "message": message}, status)
+
+
+LINK_STYLE = 5
+
+
+def components_problem(body: dict[str, Any]) -> str | None:
+    """What Discord would refuse in a body's (or an interaction response's) components."""
+    data = body.get("data")
+    rows = body.get("components", data.get("components") if isinstance(data, dict) else None)
+    for row in rows or []:
+        items = row.get("components") or []
+        if row.get("type") != 1 or not 1 <= len(items) <= 5:
+            return "components: an action row holds 1-5 components"
+        for button in items:
+            if button.get("type") != 2:
+                continue
+            url, custom_id = button.get("url"), button.get("custom_id")
+            if len(str(button.get("label") or "")) > 80:
+                return "components.label: Must be 80 or fewer in length."
+            if button.get("style") == LINK_STYLE:
+                if not url or len(str(url)) > 512 or custom_id is not None:
+                    return "components: a link button has a url (at most 512) and no custom_id"
+            elif url is not None or not 1 <= len(str(custom_id or "")) <= 100:
+                return "components: a button has a custom_id (1-100) and no url"
+    return None
 
 
 class FakeDiscord(LoopbackServer):
@@ -897,6 +926,9 @@ class FakeDiscord(LoopbackServer):
         if any(len(file.data) > self.upload_limit for file in call.files):
             return _error(413, 40005, "Request entity too large")
         request[_FILES] = call.files
+        problem = components_problem(body) if isinstance(body, dict) else None
+        if problem is not None:
+            return _error(400, 50035, f"Invalid Form Body: {problem}")
         response: web.Response = handler(params, body or {}, request)
         response.headers.update(limit_headers)
         return response

@@ -35,7 +35,8 @@ Step vocabulary (each step is a JSON object; steps run in order):
   {"error": {code, message, data?}}   answer the prompt with this error
   {"exit": N}                         flush and os._exit(N)
   {"hang": true}                      never answer (until cancelled)
-  {"abandon": true}                   never answer, but free the session for the next prompt
+  {"abandon": true, "then_chunk"?: t}  never answer, but free the session for the next prompt
+                                      (then, the session free, chunk t)
   {"ignore_cancel": true}             from here on, cancel does not end the prompt
   {"attempts": [[...], [...]], "key"?} pick a list by a persisted per-prompt-text counter
   {"flood": N, "text"?: "x"}          N agent_message_chunk notifications, written in big blocks
@@ -54,6 +55,8 @@ Step vocabulary (each step is a JSON object; steps run in order):
                                       chunks, then chunk "repeat:<JSON {chunk: count}>": how often
                                       each distinct chunk (its first 300 characters) would have
                                       been said
+  {"await_steer": seconds}            with --steering: wait for a `_session/steering` injection, then
+                                      chunk "steered:<text>" ("steered:none" if none came)
 Steps after the prompt was answered (stop/error) still run: they produce late frames.
 A script that ends without answering answers ``end_turn``.
 
@@ -206,8 +209,8 @@ def _scenarios(dialect: str) -> dict[str, list[dict[str, Any]]]:
         ],
         "UNKNOWN_REQUEST": [
             {"request": {"method": "_vendor/whatever", "params": {"x": 1}}},
-            # a real ACP method, but one we do not advertise (fs/* and terminal/* we serve)
-            {"request": {"method": "elicitation/create", "params": {"message": "Your name?"}}},
+            # named like an ACP method, but none (fs/*, terminal/*, elicitation/* we serve)
+            {"request": {"method": "session/ask_user", "params": {"message": "Your name?"}}},
             {"chunk": "done with requests"},
         ],
         "BUSY": [
@@ -560,6 +563,7 @@ class Prompt:
         self.answered = False
         self.agent_text: list[str] = []
         self.tally: dict[str, int] | None = None  # a repeat step counts its chunks here
+        self.steered: list[str] = []  # texts injected by `_session/steering` (--steering)
 
     # -- cancel / waiting
     def cancel(self) -> None:
@@ -807,6 +811,8 @@ def run_steps(p: Prompt, steps: list[Any]) -> bool:
             p.wait(None, None)  # returns only by raising Cancelled
         elif "abandon" in step:
             p.abandon()
+            if isinstance(step.get("then_chunk"), str):  # said once the session is free
+                p.chunk(step["then_chunk"], "agent_message_chunk", None)
             return False
         elif "ignore_cancel" in step:
             p.ignore_cancel = bool(step["ignore_cancel"])
@@ -1749,6 +1755,74 @@ def _boolean_install() -> None:
     REQUEST_HANDLERS["session/set_config_option"] = handler
 
 
+# ----------------------------------------------------------------------------- steering
+# (issue 24, steering.) As claude-agent-acp 0.101.0 does it:
+#   --steering   advertise `_meta: {steering: {supported: true}}` at the top of initialize's result
+#                and answer `_session/steering` {sessionId, prompt}: during a running prompt
+#                {"outcome": "injected"} (its text handed to the running script), when the session
+#                is idle {"outcome": "promptRequired"}. Without the option the request is answered
+#                -32601, logged {"event": "steer_unadvertised"} (a client must never probe it).
+# Step {"await_steer": seconds}: wait (interruptible by cancel) until a steer was injected into
+# this prompt, then chunk "steered:<its text>" for each one injected so far; "steered:none" when
+# none came in time.
+# Every steering request is logged {"event": "steer", "outcome", "meta": its _meta}.
+
+
+def _steer_add_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--steering", action="store_true")
+
+
+def h_steering(rid: Any, params: dict[str, Any]) -> None:
+    if not ARGS.steering:
+        log({"event": "steer_unadvertised"})
+        reply_error(rid, dict(ERR_METHOD_NOT_FOUND))
+        return
+    sess = _get_session(params)
+    blocks = params.get("prompt")
+    if sess is None:
+        reply_error(rid, _session_not_found(params))
+        return
+    if not isinstance(blocks, list) or not blocks:
+        reply_error(rid, invalid_params("steer params require a non-empty prompt array"))
+        return
+    text = " ".join(
+        str(b.get("text")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+    with STATE_LOCK:
+        p = sess.running
+        outcome = "promptRequired" if p is None or p.answered else "injected"
+        if p is not None and outcome == "injected":
+            p.steered.append(text)
+    log({"event": "steer", "outcome": outcome, "meta": params.get("_meta")})
+    if p is not None and outcome == "injected":
+        p.wake.set()
+    reply(rid, {"outcome": outcome})
+
+
+def _steer_run_steps(plain: Any) -> Any:
+    def run(p: Prompt, steps: list[Any]) -> bool:
+        for index, step in enumerate(steps):
+            if isinstance(step, dict) and "await_steer" in step:
+                p.wait(lambda: bool(p.steered), float(step["await_steer"]))
+                for text in p.steered or ["none"]:
+                    p.chunk(f"steered:{text}")
+            elif not plain(p, steps[index : index + 1]):
+                return False
+        return True
+
+    return run
+
+
+def _steer_install() -> None:
+    global run_steps
+    if ARGS.steering:
+        meta = dict((ARGS.init_result or {}).get("_meta") or {})
+        meta["steering"] = {"supported": True}
+        ARGS.init_result = {**(ARGS.init_result or {}), "_meta": meta}
+    REQUEST_HANDLERS["_session/steering"] = h_steering
+    run_steps = _steer_run_steps(run_steps)
+
+
 # ----------------------------------------------------------------------------- startup
 
 
@@ -1793,6 +1867,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _files_add_args(ap)  # prompt content extras
     _list_add_args(ap)  # session list extras
     _v1_add_args(ap)  # ACP v1 extras
+    _steer_add_args(ap)  # steering
     return ap.parse_args(argv)
 
 
@@ -1853,6 +1928,7 @@ def main(argv: list[str]) -> None:
     _list_install()  # session list extras
     _v1_install()  # ACP v1 extras
     _boolean_install()  # boolean options
+    _steer_install()  # steering
     LOG_PATH = ARGS.log
     if ARGS.state_dir:
         STATE_DIR = os.path.abspath(ARGS.state_dir)

@@ -34,6 +34,13 @@ answers, `files.completeUploadExternal` (channel, thread, title, comment) -> `up
 `views.publish` records the newest view per user (`views`); `home_opened(user)` is the event
 Slack sends when someone opens the app's Home tab.
 
+Blocks are checked as Block Kit documents its buttons (`check_blocks`, `invalid_blocks`
+otherwise): a `plain_text` label of 1-75 characters, an `action_id` of at most 255, a `value` of at
+most 2,000, a `url` of 1-3,000 characters, a `style` of `primary` or `danger`, at most 25 elements
+per actions block. A link button (one with a `url`) opens its page, and Slack still sends the
+app a `block_actions` payload for the click (`button_press(..., url=...)`), without a value
+unless the button had one.
+
 Builders for the payloads people cause (`dm`, `channel_message`, `mention`, `envelope`,
 `button_press`, `file_share`, `home_opened`) and `SignedPoster`, which posts them to an HTTP-mode app signed as Slack does
 (`X-Slack-Signature: v0=HMAC-SHA256(secret, "v0:<timestamp>:<body>")`), or signed wrongly."""
@@ -338,7 +345,7 @@ class FakeSlack(LoopbackServer):
 
     def _chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(params)
-        text, blocks = str(params.get("text") or ""), _json_list(params.get("blocks"))
+        text, blocks = str(params.get("text") or ""), check_blocks(params.get("blocks"))
         if not text and not blocks:
             raise _ApiError("no_text")
         ts = self.next_ts()
@@ -353,7 +360,7 @@ class FakeSlack(LoopbackServer):
         if "text" in params:
             message.text = str(params["text"])
         if "blocks" in params:
-            message.blocks = _json_list(params["blocks"])
+            message.blocks = check_blocks(params["blocks"])
         message.updates += 1
         return {"channel": message.channel, "ts": message.ts, "text": message.text}
 
@@ -410,7 +417,7 @@ class FakeSlack(LoopbackServer):
             raise _ApiError("msg_too_long")
         message.text += text
         if "blocks" in params:
-            message.blocks = _json_list(params["blocks"])
+            message.blocks = check_blocks(params["blocks"])
         message.streaming = False
         return {"channel": message.channel, "ts": message.ts, "message": {"text": message.text}}
 
@@ -607,6 +614,34 @@ class _ApiError(Exception):
         self.error = error
 
 
+def check_blocks(value: Any) -> list[dict[str, Any]]:
+    """The blocks of a call, their buttons checked (see the module docstring)."""
+    blocks = _json_list(value)
+    for block in blocks:
+        if block.get("type") != "actions":
+            continue
+        elements = block.get("elements") or []
+        if not 1 <= len(elements) <= 25:
+            raise _ApiError("invalid_blocks")
+        for element in elements:
+            if element.get("type") == "button" and not _valid_button(element):
+                raise _ApiError("invalid_blocks")
+    return blocks
+
+
+def _valid_button(button: dict[str, Any]) -> bool:
+    text = button.get("text") or {}
+    url, value = button.get("url"), button.get("value")
+    return (
+        text.get("type") == "plain_text"
+        and 1 <= len(str(text.get("text") or "")) <= 75
+        and len(str(button.get("action_id") or "")) <= 255
+        and (value is None or (isinstance(value, str) and len(value) <= 2000))
+        and (url is None or (isinstance(url, str) and 1 <= len(url) <= 3000))
+        and button.get("style", "primary") in ("primary", "danger")
+    )
+
+
 def _json_list(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str):
         value = json.loads(value) if value else []
@@ -733,12 +768,16 @@ def button_press(
     channel: str,
     user: str,
     message: Message,
-    value: str,
+    value: str = "",
     *,
+    url: str = "",
     action_ts: str = "",
 ) -> dict[str, Any]:
-    """A `block_actions` payload: `user` pressed the button with `value` on `message`."""
-    button = next(b for b in message.buttons if b.get("value") == value)
+    """A `block_actions` payload: `user` pressed the button with `value` on `message` (or, with
+    `url`, clicked the link button that opens it)."""
+    button = next(
+        b for b in message.buttons if (b.get("url") == url if url else b.get("value") == value)
+    )
     block_id = next(
         block.get("block_id", "")
         for block in message.blocks
@@ -754,6 +793,15 @@ def button_press(
     if message.thread_ts:
         container["thread_ts"] = message.thread_ts
         posted["thread_ts"] = message.thread_ts
+    action: dict[str, Any] = {
+        "type": "button",
+        "action_id": button.get("action_id", ""),
+        "block_id": block_id,
+        "text": button.get("text", {}),
+        "action_ts": action_ts or f"{time.time():.6f}",
+    }
+    if "value" in button:
+        action["value"] = button["value"]
     return {
         "type": "block_actions",
         "user": {"id": user, "username": user.removeprefix("U").lower(), "team_id": TEAM_ID},
@@ -765,16 +813,7 @@ def button_press(
         "channel": {"id": channel, "name": "fake-channel"},
         "message": posted,
         "response_url": "https://hooks.slack.test/actions/fake",
-        "actions": [
-            {
-                "type": "button",
-                "action_id": button.get("action_id", ""),
-                "block_id": block_id,
-                "text": button.get("text", {}),
-                "value": value,
-                "action_ts": action_ts or f"{time.time():.6f}",
-            }
-        ],
+        "actions": [action],
     }
 
 

@@ -28,7 +28,14 @@ a `file_path` (400 `file is too big` past 20 MB, as the cloud Bot API does) and
 `sendDocument` (50 MB; past it 413 `Request Entity Too Large`) take multipart uploads, kept in
 `uploads`; captions are checked against 1024 UTF-16 units. `setMyCommands` keeps each scope's
 list in `scoped_commands` (the default scope also in `commands`); inline keyboards sent with
-`sendMessage` / `editMessageText` stay on the message (`Message.reply_markup`)."""
+`sendMessage` / `editMessageText` stay on the message (`Message.reply_markup`).
+
+Reply markup is checked as the Bot API documents it (`check_reply_markup`): an inline keyboard's
+buttons each have a text and exactly one action, a `url` (http(s) or tg://; else
+`BUTTON_URL_INVALID`) or `callback_data` of 1-64 bytes (else `BUTTON_DATA_INVALID`); a force reply
+(`sendMessage` only) has `force_reply: true`, an optional boolean `selective` and an optional
+`input_field_placeholder` of 1-64 characters. A force reply is kept on the message as sent
+(`Message.reply_markup`) but, as on Telegram, never shown in the message PTB reads back."""
 
 from __future__ import annotations
 
@@ -148,8 +155,8 @@ class Message:
             message["message_thread_id"] = self.thread
             if self.chat.get("is_forum"):
                 message["is_topic_message"] = True
-        if self.reply_markup:
-            message["reply_markup"] = self.reply_markup
+        if self.reply_markup and "inline_keyboard" in self.reply_markup:
+            message["reply_markup"] = self.reply_markup  # a force reply is not echoed back
         if self.reply_to is not None:
             message["reply_to_message"] = self.reply_to.as_dict()
         if self.edits:
@@ -752,6 +759,7 @@ class FakeBotApi(LoopbackServer):
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         chat = self._chat(params)
+        check_reply_markup(params.get("reply_markup"), force_reply=True)
         text, markup = self._visible_text(params)
         thread = self._thread(chat, params)
         reply_to = None
@@ -794,6 +802,7 @@ class FakeBotApi(LoopbackServer):
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         message = self._message(params)
+        check_reply_markup(params.get("reply_markup"))
         text, markup = self._visible_text(params)
         reply_markup = params.get("reply_markup") or None
         if (
@@ -812,6 +821,7 @@ class FakeBotApi(LoopbackServer):
 
     async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
         message = self._message(params)
+        check_reply_markup(params.get("reply_markup"))
         reply_markup = params.get("reply_markup") or None
         if reply_markup == message.reply_markup:
             raise ApiError(400, "Bad Request: message is not modified")
@@ -895,6 +905,70 @@ async def _read_multipart(request: web.Request, fields: dict[str, Any]) -> dict[
         else:
             fields[str(part.name)] = data.decode("utf-8")
     return files
+
+
+# The fields of an InlineKeyboardButton of which exactly one says what the button does.
+_BUTTON_ACTIONS = (
+    "url",
+    "callback_data",
+    "web_app",
+    "login_url",
+    "switch_inline_query",
+    "switch_inline_query_current_chat",
+    "switch_inline_query_chosen_chat",
+    "copy_text",
+    "callback_game",
+    "pay",
+)
+_UNPARSABLE_MARKUP = "Bad Request: can't parse reply keyboard markup JSON object"
+
+
+def check_reply_markup(markup: Any, *, force_reply: bool = False) -> None:
+    """The Bot API's checks of `reply_markup` (see the module docstring); `force_reply`: the
+    method takes one (sendMessage; edits take inline keyboards only)."""
+    if markup is None or markup == "":
+        return
+    if not isinstance(markup, dict):
+        raise ApiError(400, _UNPARSABLE_MARKUP)
+    if "inline_keyboard" in markup:
+        rows = markup["inline_keyboard"]
+        if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+            raise ApiError(400, 'Bad Request: field "inline_keyboard" must be an Array')
+        for row in rows:
+            for button in row:
+                _check_button(button)
+        return
+    if not force_reply:
+        raise ApiError(400, "Bad Request: inline keyboard expected")
+    if markup.get("force_reply") is not True:
+        raise ApiError(400, _UNPARSABLE_MARKUP)
+    if not isinstance(markup.get("selective", False), bool):
+        raise ApiError(400, 'Bad Request: field "selective" must be of type Boolean')
+    placeholder = markup.get("input_field_placeholder")
+    if placeholder is not None and not (
+        isinstance(placeholder, str) and 1 <= len(placeholder) <= 64
+    ):
+        raise ApiError(400, "Bad Request: input field placeholder is invalid")
+
+
+def _check_button(button: Any) -> None:
+    if not isinstance(button, dict) or not str(button.get("text") or "").strip():
+        raise ApiError(
+            400, "Bad Request: can't parse inline keyboard button: Text must be non-empty"
+        )
+    actions = [name for name in _BUTTON_ACTIONS if name in button]
+    if len(actions) != 1:
+        raise ApiError(
+            400,
+            "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the "
+            "inline keyboard",
+        )
+    if "url" in button and not re.fullmatch(r"(?:https?|tg)://[^\s]+", str(button["url"])):
+        raise ApiError(400, "Bad Request: BUTTON_URL_INVALID")
+    if "callback_data" in button:
+        size = len(str(button["callback_data"]).encode("utf-8"))
+        if not 1 <= size <= 64:
+            raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
 
 
 async def _read_params(request: web.Request) -> dict[str, Any]:

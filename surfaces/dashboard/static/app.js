@@ -127,6 +127,11 @@ function showButtons(node, frame) {
   const buttons = node.querySelector(".buttons");
   buttons.replaceChildren();
   for (const choice of frame.buttons) {
+    if (choice.url !== undefined) {
+      const link = linkButton(choice);
+      if (link) buttons.appendChild(link);
+      continue;
+    }
     const isStop = frame.kind !== "choice" && choice.label === "Stop";
     const button = isStop ? clone("tpl-stop") : clone("tpl-approval");
     button.textContent = choice.label;
@@ -134,6 +139,23 @@ function showButtons(node, frame) {
     button.addEventListener("click", () => post({ type: "press", tab: frame.tab, token: choice.token }));
     buttons.appendChild(button);
   }
+}
+
+// A link button opens its page in a new tab that cannot reach back into this one (the template's
+// rel="noopener noreferrer"); the server sends only http(s) links, checked again where it opens.
+function linkButton(choice) {
+  let url;
+  try {
+    url = new URL(choice.url);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return null;
+  const link = clone("tpl-link");
+  link.href = url.href;
+  link.textContent = choice.label;
+  if (choice.style === "danger") link.classList.add("danger");
+  return link;
 }
 
 function fillCommands() {
