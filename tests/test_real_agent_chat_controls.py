@@ -1,7 +1,8 @@
-"""`switchboard chat` on the REAL claude-agent-acp, offline against the loopback mock model: a
-turn steered with `/steer` (the mock sees the injected text in the same turn), the agent's
-AskUserQuestion answered by typing the option's number, and an `allow_always` answer remembered
-so that the next identical command runs without a card.
+"""`switchboard chat` on the REAL claude-agent-acp, offline against the loopback mock model: the
+agent's AskUserQuestion answered by typing the option's number, and an `allow_always` answer
+remembered so that the next identical command runs without a card. (A steered turn is tested
+through Telegram, tests/test_real_agent_telegram_controls.py: the terminal holds a line typed
+while a reply streams until the reply is done, so `/steer` cannot reach a running turn there.)
 
 What claude-agent-acp does on the wire is pinned by tests/test_real_agent_steer_ask.py; this
 file checks the same through Switchboard. `bash tests/fakes/install_agents.sh` installs the
@@ -10,28 +11,22 @@ agent; without it these tests fail with that hint."""
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pytest
 
-from tests.conftest import CliResult, run_chat
+from tests.conftest import run_chat
 from tests.fakes import real_agents
 from tests.fakes.mock_model import (
     MOCK_ASK_ANSWERED,
     MOCK_ASK_OPTIONS,
     MOCK_ASK_QUESTION,
-    MOCK_STEER_SEEN,
     MOCK_TOOL_COMMAND,
     MOCK_TOOL_DONE_TEXT,
     MockModelServer,
 )
 
-STEER_TEXT = "No, use the other file instead"
 CARD = "The agent wants to use a tool:"
 REFUSED = "User refused permission"
 BOUND = 120.0  # one chat run on a real node agent on a loaded 2-core machine, never measured
@@ -97,75 +92,6 @@ def permission_answers(frames: list[dict[str, Any]]) -> list[str]:
         for frame in frames
         if "method" not in frame and "outcome" in (frame.get("result") or {})
     ]
-
-
-class LiveChat:
-    """`switchboard chat` whose stdin is written line by line while it runs, so a line can wait
-    for something to happen first (the turn to be streaming). Output goes to files: the debug
-    trace on stderr would fill a pipe nobody reads."""
-
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
-        self.out_path, self.err_path = tmp_path / "chat.stdout", tmp_path / "chat.stderr"
-        self.out: TextIO = self.out_path.open("w")
-        self.err: TextIO = self.err_path.open("w")
-        argv = [sys.executable, "-m", "bot", "chat", "--agent", "claude"]
-        argv += ["--agent-command", shlex.join(claude_argv())]
-        argv += ["--cwd", str(tmp_path / "work"), "--timeout", "60"]
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=self.out, stderr=self.err, text=True, env=env,
-            cwd=tmp_path,
-        )  # fmt: skip
-
-    def line(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-
-    def finish(self) -> CliResult:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=BOUND)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.out.close()
-            self.err.close()
-        return CliResult(self.proc.returncode, self.out_path.read_text(), self.err_path.read_text())
-
-
-def wait_until(condition: Any, what: str, bound: float = BOUND) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.05)
-
-
-def test_a_turn_steered_with_slash_steer_reaches_the_model_in_the_same_turn(
-    tmp_path, chat_env, mock_model
-):
-    chat = LiveChat(tmp_path, chat_env)
-    try:
-        chat.line("SCN_STEER write the report")
-
-        def streaming() -> bool:  # the model is mid-reply: a steer now lands in this turn
-            return any(r.response == "slow" for r in mock_model.filtered(scenario="SCN_STEER"))
-
-        wait_until(streaming, "the slow reply to start")
-        chat.line(f"/steer {STEER_TEXT}")
-    finally:
-        result = chat.finish()
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"{MOCK_STEER_SEEN} {STEER_TEXT}" in result.stdout
-    seen = [r for r in mock_model.filtered(scenario="SCN_STEER") if r.response == "steer_seen"]
-    assert seen and seen[0].injected_texts == [STEER_TEXT]
-    frames = sent_frames(result.stderr)
-    assert prompts(frames) == ["SCN_STEER write the report"]  # the steer was never a prompt
-    steers = [f for f in frames if f.get("method") == "_session/steering"]
-    assert len(steers) == 1
-    assert steers[0]["params"]["prompt"] == [{"type": "text", "text": STEER_TEXT}]
 
 
 def test_the_agents_question_is_answered_by_typing_the_options_number(

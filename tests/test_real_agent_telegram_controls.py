@@ -1,9 +1,9 @@
 """The REAL claude-agent-acp through Telegram, offline against the loopback mock model, served by
 `switchboard run` with the real python-telegram-bot against the fake Bot API: a message sent
-while the agent works steered into the running turn with **Steer now** (the mock sees it in the
-same turn, the reply goes on in the same message), the agent's AskUserQuestion answered by
-pressing an option's button, and the agent's `allow_always` option remembered so that the next
-identical command runs without a card.
+while the agent works steered into the running turn with **Steer now** or typed as
+`/steer TEXT` (the mock sees it in the same turn, the reply goes on in the same message), the
+agent's AskUserQuestion answered by pressing an option's button, and the agent's `allow_always`
+option remembered so that the next identical command runs without a card.
 
 What claude-agent-acp does on the wire is pinned by tests/test_real_agent_steer_ask.py.
 `bash tests/fakes/install_agents.sh` installs the agent; without it these tests fail with that
@@ -167,8 +167,13 @@ class _Dm:
         self.api.press(ALICE, message, button["callback_data"])
 
 
+@pytest.mark.parametrize("how", ["Steer now", "/steer"])
 async def test_a_message_steered_into_the_running_turn_reaches_the_model_in_that_turn(
-    tmp_path: Path, cli_env: dict[str, str], mock_model: MockModelServer, api: FakeBotApi
+    how: str,
+    tmp_path: Path,
+    cli_env: dict[str, str],
+    mock_model: MockModelServer,
+    api: FakeBotApi,
 ) -> None:
     dm = _Dm(api)
     async with _running(tmp_path, _env(tmp_path, cli_env, mock_model, api), api):
@@ -178,9 +183,12 @@ async def test_a_message_steered_into_the_running_turn_reaches_the_model_in_that
             return any(r.response == "slow" for r in mock_model.filtered(scenario="SCN_STEER"))
 
         await wait_for(streaming, "the slow reply to start", TURN)
-        dm.send(STEER_TEXT)
-        queued = await dm.with_buttons(lambda b: STEER_NOW in b, "the Queued card's Steer now")
-        dm.press(queued, lambda label: label == STEER_NOW)
+        if how == STEER_NOW:  # a message sent meanwhile is queued; its card's button steers it
+            dm.send(STEER_TEXT)
+            queued = await dm.with_buttons(lambda b: STEER_NOW in b, "the Queued card's button")
+            dm.press(queued, lambda label: label == STEER_NOW)
+        else:
+            dm.send(f"/steer {STEER_TEXT}")
         steered = f"{MOCK_STEER_SEEN} {STEER_TEXT}"
         await dm.shows(steered, "the model's reply to the steer")
         dm.send("SCN_TEXT and now something else")  # the next turn: the steer was not queued too
