@@ -9,6 +9,7 @@ for callers that catch any agent failure."""
 from acp._dispatch import redact, redact_links
 from acp.agent_client import AcpClient, AcpSessionListUnsupported
 from acp.agent_env import agent_environment
+from acp.approval_cover import SPEC_TOOL_KINDS
 from acp.backends import ACP_BACKENDS_STRUCTURED_REFUSAL, BACKENDS, Backend, get_backend
 from acp.client import (
     AcpAuthRequired,
@@ -114,6 +115,7 @@ __all__ = [
     "PERMISSION_ALLOW_ONCE",
     "PERMISSION_REJECT_ALWAYS",
     "PERMISSION_REJECT_ONCE",
+    "SPEC_TOOL_KINDS",
     "STOP_REASON_CANCELLED",
     "STOP_REASON_END_TURN",
     "STOP_REASON_MAX_TOKENS",

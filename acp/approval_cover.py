@@ -16,6 +16,11 @@ command, later commands that start with the one allowed; for an edit, delete or 
 writes. Nothing else covers a request: Switchboard then asks the person itself, with the same
 card (`unasked_request`), and runs it only if allowed.
 
+An answer the client gives without a card (`PendingPermission.automatic`: a trust rule a person
+made earlier in this session, or the project's approvals policy) counts as allowing that one call,
+exactly as a press does, and nothing more: even an `allow_always` option sent that way sets no
+standing rule here, so it never lets a call run that the agent did not ask about.
+
 A reported tool call is checked as it reaches `in_progress` or `completed`: while the gate holds,
 one whose kind changes things (edit, delete, move, execute, fetch), is missing, or is not a kind
 the spec names, with no person's approval (this turn's `allow_*` answer for its id, or a standing
@@ -289,13 +294,13 @@ class TurnApprovals:
             )
 
     def answered(self, pending: PendingPermission, answer: str | None) -> bool:
-        """Note a person's answer; whether it allowed the tool."""
+        """Note the answer (a person's, or an automatic one); whether it allowed the tool."""
         request = pending.request
         chosen = next((o for o in request.options if o.option_id == answer), None)
         if chosen is None or chosen.kind not in (PERMISSION_ALLOW_ONCE, PERMISSION_ALLOW_ALWAYS):
             return False
         self.allowed[request.tool.tool_call_id] = request.tool
-        if chosen.kind == PERMISSION_ALLOW_ALWAYS:
+        if chosen.kind == PERMISSION_ALLOW_ALWAYS and not pending.automatic:
             self.cover.allow_always(request.tool)
         return True
 

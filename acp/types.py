@@ -195,6 +195,9 @@ class PendingPermission:
         self.request = request
         # Switchboard asks itself: the agent made a request of us that no approval covers
         self.unasked = unasked
+        # Answered by the client's own standing trust (a rule, a policy), not by a press now:
+        # it allows this one call and sets no standing rule of the agent's session
+        self.automatic = False
         self.withdrawn = False
         self._answer: str | None = None
         self._answered = anyio.Event()

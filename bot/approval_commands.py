@@ -51,7 +51,10 @@ def refusal(name: str) -> Handler:
         )
         return (
             f"Switchboard does not send /{name} to the agent: approvals are Switchboard's to "
-            "manage (an operator who wants none sets SWITCHBOARD_ALLOW_UNGATED_TOOLS)."
+            f"manage ({context.prefix}trust and the approval cards' “Trust this tool for this "
+            "session” let tools run without asking in this session, a project's `approvals` "
+            "setting does it for a project, and an operator who wants no approvals at all sets "
+            "SWITCHBOARD_ALLOW_UNGATED_TOOLS)."
         )
 
     return refuse

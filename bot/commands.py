@@ -25,6 +25,7 @@ from bot.command_context import CommandContext, Handler, answer
 from bot.project_commands import agent, project
 from bot.session_commands import new, resume, sessions, stop
 from bot.status_commands import model, status
+from bot.trust_commands import trust
 from surfaces.base import UserRef
 
 
@@ -67,6 +68,9 @@ SESSIONS = Command(
     "sessions", "this conversation's recent agent sessions, to resume one", handler=sessions
 )
 RESUME = Command("resume", "continue an earlier agent session", "ID", handler=resume)
+TRUST = Command(
+    "trust", "what runs without asking here; revoke N or clear", "[revoke N|clear]", handler=trust
+)
 HELP = Command("help", "this list", handler=_help)
 
 COMMANDS: tuple[Command, ...] = (
@@ -79,6 +83,7 @@ COMMANDS: tuple[Command, ...] = (
     AGENT,
     SESSIONS,
     RESUME,
+    TRUST,
     HELP,
 )
 _BY_NAME = {command.name: command for command in COMMANDS}

@@ -1,6 +1,7 @@
 """What Switchboard itself says at the end of a turn or around it: the refusal card, the line
 for a turn that stopped short of a plain answer, the reply to /stop, the restart notice, and the
-lines for what the agent reports outside a reply (compaction, MCP servers, sign-in links). The
+lines for what the agent reports outside a reply (compaction, MCP servers, sign-in links), the
+footer line of a project whose tools run without asking. The
 chat runner and the one-shot `ask` command share them, so a person reads the same words in a chat
 and on a terminal."""
 
@@ -19,6 +20,7 @@ from acp import (
     UsageInfo,
     redact_links,
 )
+from bot.trust import TRUSTED, policy_line
 from surfaces.base import UserRef
 
 RESTART_NOTICE = (
@@ -161,3 +163,9 @@ def compact_hint(level: int, prefix: str = "/") -> str:
         f"The conversation uses {level}% of the agent's context; "
         f"{prefix}compact summarises it to free room."
     )
+
+
+def approvals_footer(policy: str) -> str:
+    """Under every turn of a `trusted` project (bot/trust.py): nobody is asked about its tools,
+    so each answer says so ("" for the others)."""
+    return policy_line(policy) if policy == TRUSTED else ""

@@ -13,7 +13,14 @@ looked at, audited as "wrong conversation", and answered exactly as an unknown t
 presser learns nothing of it (`refuse_misplaced`; the Stop button's token takes the same check in
 bot/app.py). The store keeps each card's message id with its tokens, so cards an earlier process
 (or a dead replica) left are closed at start-up and their tokens dropped (`withdraw_left`). The id
-is noted once the card is posted: a crash in between leaves that card's buttons, not its tokens."""
+is noted once the card is posted: a crash in between leaves that card's buttons, not its tokens.
+
+The trust ladder (bot/trust.py) answers some requests without a card: a rule of this conversation's
+session or the project's `approvals` policy. Such an answer is audited as a press is, with the
+rule (or policy) as the answerer. A card offers **Trust this tool for this session** beside the
+agent's options where the tool's shape can be a rule: its own token, answered to the agent as the
+allow_once option, and a rule added; an `allow_always` press adds a rule too, and the card's
+closing line says what is allowed from now on."""
 
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from acp import (
 from bot.access import AccessPolicy
 from bot.audit import APPROVAL, AuditLog
 from bot.store import ApprovalRecord, StateStore, StoreError
+from bot.trust import TRUST_LABEL, Automatic, TrustBook, TrustRule, trustable
 from surfaces.base import Choice, ChoiceAnswer, ConversationKey, MessageRef, Surface, UserRef
 
 log = logging.getLogger(__name__)
@@ -96,6 +104,9 @@ class _Open:
     tokens: dict[str, PermissionOption]
     answered_by: str = ""  # the user id whose press was taken
     key: ConversationKey | None = None  # where it was asked (the operations view lists it)
+    trust_token: str = ""  # the Trust button's ("": the card has none)
+    presser: UserRef | None = None  # who pressed the button taken
+    trusted: bool = False  # the press taken was the Trust button
 
 
 class ApprovalBroker:
@@ -115,6 +126,7 @@ class ApprovalBroker:
         self.replica = replica  # kept with each token: whose cards are left after a crash
         self._open: dict[str, _Open] = {}  # group -> request
         self._group_of: dict[str, str] = {}  # token -> group
+        self.trust = TrustBook()  # rules per conversation session, and the projects' policies
 
     async def ask(
         self,
@@ -124,28 +136,45 @@ class ApprovalBroker:
         pending: PendingPermission,
     ) -> str | None:
         """Show the choice and wait for an allowed answer, a withdrawal or the timeout.
-        Returns the option id to send (None = `cancelled`)."""
+        Returns the option id to send (None = `cancelled`). A request of the agent's that the
+        trust ladder covers is answered at once, without a card; Switchboard's own card for a
+        command or write the agent did not ask about (`unasked`) is always shown, and offers no
+        Trust button: trust is for what the agent asks."""
         request = pending.request
+        automatic = None if pending.unasked else self.trust.automatic(key, request)
+        if automatic is not None:
+            return await self._automatically(surface.name, key, requester, pending, automatic)
         group = secrets.token_urlsafe(9)
         tokens = {secrets.token_urlsafe(12): option for option in request.options}
+        records = [(token, option.option_id) for token, option in tokens.items()]
+        trust_token = ""
+        allow_once = request.option_of_kind(PERMISSION_ALLOW_ONCE)
+        if allow_once is not None and not pending.unasked and trustable(request):
+            trust_token = secrets.token_urlsafe(12)
+            records.append((trust_token, allow_once.option_id))
         now = time.time()
         await self.store.put_approvals(
             [
-                ApprovalRecord(token, group, option.option_id, requester.id, key, now, self.replica)
-                for token, option in tokens.items()
+                ApprovalRecord(token, group, option_id, requester.id, key, now, self.replica)
+                for token, option_id in records
             ],
             self.timeout + 60,
         )
-        opened = self._open[group] = _Open(pending, requester, surface.name, tokens, key=key)
-        self._group_of.update(dict.fromkeys(tokens, group))
+        opened = self._open[group] = _Open(
+            pending, requester, surface.name, tokens, key=key, trust_token=trust_token
+        )
+        self._group_of.update(dict.fromkeys((token for token, _ in records), group))
         choices = [
             Choice(token, option.name, _STYLE.get(option.kind, "default"))
             for token, option in tokens.items()
         ]
+        if trust_token:
+            choices.append(Choice(trust_token, TRUST_LABEL, "default"))
         allowed = sorted({requester.id, *self.access.approvers(surface.name)})
         prompt = approval_prompt(request)
         outcome = "stopped"
         audited = "stopped"  # the turn ended before anyone answered
+        made = ""  # the trust rule the press made, for the audit
         ref = None
         try:
             ref = await surface.ask_choice(key, prompt, choices, allowed_users=allowed)
@@ -163,6 +192,10 @@ class ApprovalBroker:
             else:
                 outcome = self._describe(pending, tokens)
                 audited = self._audited(pending, tokens)
+                rule = self._remember(key, opened)
+                if rule is not None:
+                    outcome = _allowed_from_now(rule)
+                    made = f"trust rule {rule.number} ({rule.source}): {rule.describe()}"
             return await pending.wait()
         finally:
             self._forget(group)
@@ -176,15 +209,61 @@ class ApprovalBroker:
                         log.warning("could not close the approval prompt", exc_info=True)
                 await self.store.drop_approvals(group)
                 if self.audit is not None:
-                    await self.audit.approval(
+                    await self.audit.record(
+                        APPROVAL,
                         surface.name,
+                        opened.answered_by,
+                        "approval",
                         requester=requester.id,
-                        answerer=opened.answered_by,
                         tool=" ".join(
                             part for part in (request.tool.title, request.tool.kind) if part
                         ),
                         outcome=audited,
+                        rule=made,
                     )
+
+    def _remember(self, key: ConversationKey, opened: _Open) -> TrustRule | None:
+        """The rule a press makes: the Trust button's, or an `allow_always` option's."""
+        pending = opened.pending
+        if pending.withdrawn or opened.presser is None:
+            return None
+        request = pending.request
+        if opened.trusted:
+            kind = PERMISSION_ALLOW_ONCE
+        else:
+            chosen = next((o for o in request.options if o.option_id == pending.answer_id), None)
+            if chosen is None or chosen.kind != PERMISSION_ALLOW_ALWAYS:
+                return None
+            kind = PERMISSION_ALLOW_ALWAYS
+        return self.trust.add(key, request.session_id, request.tool, kind, opened.presser)
+
+    async def _automatically(
+        self,
+        surface: str,
+        key: ConversationKey,
+        requester: UserRef,
+        pending: PendingPermission,
+        automatic: Automatic,
+    ) -> str | None:
+        """Answer `pending` with the ladder's allow option, audited as a press is."""
+        pending.automatic = True  # acp counts it as allowing this call, and nothing more
+        pending.respond(automatic.option.option_id)
+        tool = pending.request.tool
+        answered = (automatic.answerer, automatic.option.kind, tool.describe())
+        log.info("%s: %s answered %s for %s", key, *answered)
+        if self.audit is not None:
+            with anyio.CancelScope(shield=True):
+                await self.audit.record(
+                    APPROVAL,
+                    surface,
+                    automatic.answerer,
+                    "approval",
+                    requester=requester.id,
+                    tool=" ".join(part for part in (tool.title, tool.kind) if part),
+                    outcome=automatic.option.kind,
+                    rule=automatic.reason,
+                )
+        return await pending.wait()
 
     @property
     def pending(self) -> int:
@@ -241,6 +320,8 @@ class ApprovalBroker:
             await _notify(answer, "This approval was already answered.")
             return False
         opened.answered_by = answer.user.id
+        opened.presser = answer.user
+        opened.trusted = bool(opened.trust_token) and answer.token == opened.trust_token
         opened.pending.respond(record.option_id)
         return True
 
@@ -308,6 +389,13 @@ class ApprovalBroker:
                 await self.store.drop_approvals(group)
             except StoreError as exc:  # they expire by themselves
                 log.warning("could not drop the approval tokens of %s: %s", group, exc.reason)
+
+
+def _allowed_from_now(rule: TrustRule) -> str:
+    """The card's closing line for a press that made a rule."""
+    if rule.source == "trusted":
+        return f"Trusted for this session: {rule.describe()} (trust rule {rule.number})."
+    return f"Allowed always: {rule.describe()} in this session (trust rule {rule.number})."
 
 
 async def audit_violation(

@@ -10,7 +10,10 @@ that never heard of projects behaves as before.
 A project's agent is a preset (`kiro`, `claude`, `codex`, `generic`) or a `SWITCHBOARD_AGENTS`
 name (which wins over a preset of the same name); its `agents` list names the other agents
 `/agent NAME` may switch to. `users` ("surface:id") limits who may use it; admins of a surface
-may use every project.
+may use every project. Its `approvals` ("ask", the default; "reads"; "trusted") is how many of
+the agent's permission requests Switchboard answers without a card (bot/trust.py): an operator's
+setting, as everything here is, so only whoever sets Switchboard's configuration can trust a
+project.
 
 Where a conversation lands (`place_keys`): a place is a conversation key's (surface, chat,
 thread) — a Telegram forum topic, a Slack thread, a Discord thread or channel — or its
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.access import AccessPolicy, Role
+from bot.trust import APPROVAL_POLICIES, ASK
 from config import ConfigError, Settings
 from surfaces.base import ConversationKey
 
@@ -62,6 +66,7 @@ class Project:
     agents: tuple[AgentChoice, ...]  # the project's own agent first, then those it allows
     users: frozenset[str] = frozenset()  # "surface:id"; empty: everyone who may chat
     origin: str = "SWITCHBOARD_WORKSPACE"  # the setting an error about the workspace names
+    approvals: str = ASK  # the trust ladder's policy: "ask" | "reads" | "trusted"
 
     @property
     def agent(self) -> AgentChoice:
@@ -157,7 +162,15 @@ def _project(name: str, settings: Settings) -> Project:
     )
     others = [_named_agent(other, settings, f"{origin}.agents") for other in entry.agents]
     agents = [own] + [a for a in others if a.name.casefold() != own.name.casefold()]
-    return Project(name, workspace, tuple(agents), frozenset(entry.users), f"{origin}.workspace")
+    approvals = entry.approvals.strip().casefold()
+    if approvals not in APPROVAL_POLICIES:
+        raise ConfigError(
+            f"{origin}.approvals",
+            f"{entry.approvals!r} is not an approvals policy; choose from "
+            + ", ".join(APPROVAL_POLICIES),
+        )
+    users = frozenset(entry.users)
+    return Project(name, workspace, tuple(agents), users, f"{origin}.workspace", approvals)
 
 
 def _named_agent(name: str, settings: Settings, setting: str) -> AgentChoice:

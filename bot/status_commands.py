@@ -8,6 +8,8 @@ import time
 
 from bot.agent_commands import mode_label, model_label
 from bot.command_context import CommandContext
+from bot.trust import policy_line
+from bot.trust_commands import session_rules
 
 
 async def status(context: CommandContext, args: str) -> str:
@@ -36,6 +38,11 @@ async def status(context: CommandContext, args: str) -> str:
         lines.append(f"Mode: {mode_label(state)}")
     if session is not None and session.gate_line:
         lines.append(f"Tool gate: {session.gate_line}")
+    approvals = policy_line(target.project.approvals)
+    rules = len(await session_rules(runner))
+    if rules:
+        approvals += f"; {rules} trust rule{'s' if rules != 1 else ''} ({context.prefix}trust)"
+    lines.append(approvals)
     if state is not None and state.title:
         lines.append(f"Title: {state.title}")
     if runner.running:

@@ -31,6 +31,7 @@ from bot.markdown_split import split_message
 from bot.metrics import AGENT_ERROR, ANSWERED, FAULT, REFUSED, SHUTDOWN, STOPPED
 from bot.notices import (
     SHUTDOWN_NOTE,
+    approvals_footer,
     compact_hint,
     compact_level,
     context_percent,
@@ -101,6 +102,7 @@ class Turn:
         self.turn_id = turn_id
         self.waiting = waiting
         self.answered = False
+        self.approvals = ""  # the project's approvals policy (bot/trust.py), once known
 
     async def close_waiting(self) -> None:
         ids, self.waiting = self.waiting, []
@@ -148,6 +150,8 @@ class Turn:
         host = self.host
         target = await host.sessions.target()
         if target.project.may_use(host.services.access, host.key.surface, user.id):
+            self.approvals = target.project.approvals
+            host.services.approvals.trust.set_policy(host.key, self.approvals)
             return True
         await host.services.audit.refused(
             host.key.surface, user.id, "project", project=target.project.name
@@ -244,6 +248,7 @@ class Turn:
         lines = [
             output.progress.tool_summary() if host.services.settings.tool_summary else "",
             usage_footer(usage),
+            approvals_footer(self.approvals),
         ]
         return join_paragraphs(hint, "\n".join(line for line in lines if line))
 

@@ -197,7 +197,8 @@ class NamedAgentSettings(BaseModel):
 class ProjectSettings(BaseModel):
     """One entry of `SWITCHBOARD_PROJECTS`. `agent` is a preset or a `SWITCHBOARD_AGENTS` name
     ("" : the agent of `SWITCHBOARD_AGENT`); `agents` names the other agents `/agent NAME` may
-    switch to; `users` ("surface:id") limits who may use it (empty: everyone who may chat)."""
+    switch to; `users` ("surface:id") limits who may use it (empty: everyone who may chat);
+    `approvals` which permission requests are answered without a card (bot/trust.py)."""
 
     model_config = {"extra": "forbid"}
 
@@ -208,6 +209,7 @@ class ProjectSettings(BaseModel):
     model: str = ""
     users: UserIds = []
     agents: UserIds = []
+    approvals: str = "ask"  # "ask" | "reads" | "trusted": checked by bot/projects.py
 
     _split = field_validator("users", "agents", mode="before")(_split_ids)
     _words = field_validator("agent_command")(_shell_words)

@@ -435,7 +435,8 @@ def test_end_of_input_with_an_approval_pending_rejects_it_at_once_and_ends(chat,
 def test_an_answer_that_is_not_a_number_of_the_menu_shows_the_menu_again(chat, fake_agent):
     result = chat(fake_agent, ["SCN_PERMISSION", "yes please", "7", "1"])
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("  1) Yes\n  2) Always\n  3) No\nType a number to answer.\n") == 3
+    menu = "  1) Yes\n  2) Always\n  3) No\n  4) Trust this tool for this session\n"
+    assert result.stdout.count(menu + "Type a number to answer.\n") == 3
     assert result.stdout.endswith("permission:allow_once\n")
     assert permission_answers(fake_agent) == [{"outcome": "selected", "optionId": "allow_once"}]
     assert prompts(fake_agent) == ["SCN_PERMISSION"]  # neither line became a prompt

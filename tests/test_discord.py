@@ -254,7 +254,7 @@ async def test_an_approval_is_refused_to_another_user_and_taken_from_the_request
         await wait_for(lambda: [m for m in fake.bot_messages(thread) if m.buttons()], "buttons")
         (ask,) = [m for m in fake.bot_messages(thread) if m.buttons()]
         buttons = {b["label"]: b for b in ask.buttons()}
-        assert list(buttons) == ["Yes", "Always", "No"]
+        assert list(buttons) == ["Yes", "Always", "No", "Trust this tool for this session"]
         assert buttons["Yes"]["style"] == 1 and buttons["No"]["style"] == 4
         assert "Run echo hi" in ask.content
 

@@ -256,7 +256,12 @@ async def test_the_requesters_answer_to_an_approval_is_taken(
         turn, choice = await _ask_permission(surface)
         assert "Run echo hi" in choice.text
         assert set(choice.allowed_users) == {"alice", "carol"}
-        assert [c.label for c in choice.choices] == ["Yes", "Always", "No"]
+        assert [c.label for c in choice.choices] == [
+            "Yes",
+            "Always",
+            "No",
+            "Trust this tool for this session",
+        ]
         await finished(surface.post(surface.press("alice", _token(choice, "Yes"))))
         await finished(turn)
     assert permission_outcomes(fake_agent) == [{"outcome": "selected", "optionId": "allow_once"}]

@@ -252,7 +252,7 @@ async def test_an_approval_is_answered_by_the_requester_and_refused_to_another_u
         asked = prompt_message()
         assert asked is not None
         labels = {b["text"]["text"]: b["value"] for b in asked.buttons}
-        assert set(labels) == {"Yes", "Always", "No"}
+        assert set(labels) == {"Yes", "Always", "No", "Trust this tool for this session"}
         assert "Run echo hi" in asked.text
         await env.press(button_press(CHANNEL, BOB, asked, labels["Yes"]))
         await wait_for(lambda: env.fake.ephemerals, "the notice to bob")

@@ -249,7 +249,12 @@ async def test_an_approval_is_refused_for_another_user_and_taken_from_the_reques
         message = approval()
         assert message.thread == topic and "Run echo hi" in message.text
         buttons = [b for row in message.reply_markup["inline_keyboard"] for b in row]
-        assert [b["text"] for b in buttons] == ["Yes", "Always", "No"]
+        assert [b["text"] for b in buttons] == [
+            "Yes",
+            "Always",
+            "No",
+            "Trust this tool for this session",
+        ]
         assert all(len(b["callback_data"].encode()) <= 64 for b in buttons)
         yes = buttons[0]["callback_data"]
 
