@@ -14,14 +14,14 @@ import logging
 import re
 from typing import Any
 
+from acp.agent_reports import child_event, parse_plan, parse_report
+from acp.tool_parsing import parse_tool
 from acp.types import (
     AcpEvent,
     AgentFile,
     EventKind,
-    FileDiff,
     PermissionOption,
     PermissionRequest,
-    PlanEntry,
     RefusalInfo,
     ToolCall,
     UsageInfo,
@@ -115,17 +115,6 @@ def parse_refusal(params: Any) -> RefusalInfo | None:
     )
 
 
-def _valid_strings(value: Any) -> Any:
-    """A JSON value with every string in it made valid Unicode (tool inputs are shown)."""
-    if isinstance(value, str):
-        return valid_text(value)
-    if isinstance(value, dict):
-        return {valid_text(str(k)): _valid_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_valid_strings(item) for item in value]
-    return value
-
-
 def _content_text(content: Any) -> tuple[str, bool] | None:
     """(text, is_thought) of a ContentBlock, or None for blocks we do not show."""
     if not isinstance(content, dict):
@@ -140,48 +129,11 @@ def _content_text(content: Any) -> tuple[str, bool] | None:
     return None
 
 
-def _parse_tool(update: dict[str, Any]) -> ToolCall | None:
-    tool_call_id = update.get("toolCallId")
-    if not isinstance(tool_call_id, str):
-        return None
-    locations = []
-    for location in update.get("locations") or ():
-        if isinstance(location, dict) and isinstance(location.get("path"), str):
-            locations.append(valid_text(location["path"]))
-    return ToolCall(
-        tool_call_id=tool_call_id,
-        title=valid_text(str(update.get("title") or "")),
-        kind=valid_text(str(update.get("kind") or "")),
-        status=str(update.get("status") or ""),
-        raw_input=_valid_strings(update.get("rawInput")),
-        locations=tuple(locations),
-        diffs=_parse_diffs(update.get("content")),
-    )
-
-
-def _parse_diffs(content: Any) -> tuple[FileDiff, ...]:
-    """The `diff` items of a tool call's content (`{type: "diff", path, oldText?, newText}`)."""
-    diffs = []
-    for item in content if isinstance(content, list) else ():
-        if not isinstance(item, dict) or item.get("type") != "diff":
-            continue
-        path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
-        if isinstance(path, str) and isinstance(new, str):
-            diffs.append(
-                FileDiff(
-                    valid_text(path),
-                    valid_text(old) if isinstance(old, str) else None,
-                    valid_text(new),
-                )
-            )
-    return tuple(diffs)
-
-
 def parse_update(params: dict[str, Any]) -> AcpEvent | None:
     """One `session/update` notification -> one event, or None to skip it."""
     update = params.get("update")
     if not isinstance(update, dict):
-        return None
+        return child_event(update)  # a subagent's update, routed to its parent; else None
     variant = update.get("sessionUpdate")
     if variant == "agent_message_chunk":
         # the streaming hot path: a plain text block (what _content_text would return as such)
@@ -215,7 +167,7 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
             kind, text=text, message_id=message_id if isinstance(message_id, str) else None
         )
     if variant == "tool_call" or variant == "tool_call_update":
-        tool = _parse_tool(update)
+        tool = parse_tool(update)
         if tool is None:
             return None
         kind = EventKind.TOOL_CALL if variant == "tool_call" else EventKind.TOOL_UPDATE
@@ -235,12 +187,14 @@ def parse_update(params: dict[str, Any]) -> AcpEvent | None:
         return AcpEvent(EventKind.SESSION_INFO, raw=update)
     if variant in ("user_message_chunk", "current_mode_update", "config_option_update"):
         return None
-    log.debug("skipping unknown session/update variant %r", variant)
+    if isinstance(variant, str):  # plans by id, subagents, notices, compactions; else logged
+        return parse_report(variant, update)
+    log.debug("skipping a session/update without a variant")
     return None
 
 
 def parse_permission_request(params: dict[str, Any]) -> PermissionRequest:
-    tool = _parse_tool(params.get("toolCall") or {}) or ToolCall(tool_call_id="")
+    tool = parse_tool(params.get("toolCall") or {}) or ToolCall(tool_call_id="")
     options = []
     for raw in params.get("options") or ():
         if not isinstance(raw, dict):
@@ -284,15 +238,12 @@ def kiro_context_percent(params: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-# ---- files and plans in the agent's reply -----------------------------------------------------
+# ---- files in the agent's reply -----------------------------------------------------
 # Largest file the agent may hand us inline (base64 in a frame); more is refused, not decoded.
 MAX_AGENT_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILE_NAME = 120
 MAX_MIME = 100
 MAX_URI = 2048
-MAX_PLAN_ENTRIES = 50
-MAX_PLAN_ENTRY = 300
-_PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
 _RE_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069/\\:]")
 _RE_MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
 _EXTENSIONS = {
@@ -392,31 +343,6 @@ def parse_file_block(content: dict[str, Any]) -> AgentFile | None:
             size=size if type(size) is int and size >= 0 else None,
         )
     return None
-
-
-def parse_plan(entries: Any) -> tuple[PlanEntry, ...]:
-    """A `plan` update's entries (each update replaces the plan): bounded count and length."""
-    plan: list[PlanEntry] = []
-    for entry in entries if isinstance(entries, list) else ():
-        if len(plan) >= MAX_PLAN_ENTRIES:
-            break
-        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
-            continue
-        content = " ".join(valid_text(entry["content"]).split())
-        if not content:
-            continue
-        if len(content) > MAX_PLAN_ENTRY:
-            content = content[: MAX_PLAN_ENTRY - 1].rstrip() + "…"
-        status = entry.get("status")
-        priority = entry.get("priority")
-        plan.append(
-            PlanEntry(
-                content=content,
-                status=status if status in _PLAN_STATUSES else "pending",
-                priority=priority if priority in ("high", "medium", "low") else "",
-            )
-        )
-    return tuple(plan)
 
 
 def parse_usage_update(update: dict[str, Any]) -> UsageInfo:

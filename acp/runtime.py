@@ -27,6 +27,7 @@ import anyio.lowlevel
 
 from acp._dispatch import redact
 from acp.agent_env import agent_environment
+from acp.agent_reports import ADVERTISED as REPORTS_ADVERTISED
 from acp.backends import Backend
 from acp.client_methods import ClientMethods
 from acp.sandbox import Isolation, launch_argv, prepare_private_tmp, remove_private_tmp
@@ -216,6 +217,8 @@ class AcpRuntime:
                 **self.client_methods.advertised(),
                 "auth": {"terminal": True},
                 "elicitation": {"form": {}, "url": {}},
+                # plans by id, subagent sessions, notices, compactions (acp/agent_reports.py)
+                **REPORTS_ADVERTISED,
             },
             "clientInfo": {"name": CLIENT_NAME, "title": "Switchboard", "version": CLIENT_VERSION},
         }

@@ -1,9 +1,10 @@
 """The JSON-RPC 2.0 connection over one agent process's stdio, one JSON object per line.
 
 Ids are ours per direction. Replies resolve pending requests; notifications carrying a sessionId
-go, in arrival order, to that session's inbox (`acp.inbox`), the others to whoever `listen`s;
-requests from the agent go to the one handler `serve_requests` names, answered concurrently (a
-permission request waits on a person), and anything we do not implement gets -32601.
+go, in arrival order, to that session's inbox (`acp.inbox`; a subagent's updates to its parent's,
+`SubagentRoutes`), the others to whoever `listen`s; requests from the agent go to the one handler
+`serve_requests` names, answered concurrently (a permission request waits on a person), and
+anything we do not implement gets -32601.
 Non-JSON lines, non-object JSON values and over-long lines are skipped, never fatal.
 
 Errors of this layer::
@@ -32,6 +33,7 @@ import anyio.abc
 
 from acp._dispatch import redact, redact_links
 from acp._frame_parsing import parse_line
+from acp.agent_reports import SubagentRoutes
 from config import valid_text
 
 log = logging.getLogger(__name__)
@@ -162,6 +164,7 @@ class SessionHandle:
         self._timers_changed = anyio.Event()
         self._on_request: RequestHandler = _no_handler
         self._listeners: list[NotificationHandler] = []
+        self.subagents = SubagentRoutes()  # whose child each subagent session is
 
     @property
     def awaiting(self) -> bool:
@@ -392,7 +395,11 @@ class SessionHandle:
         session_id = params.get("sessionId") if type(params) is dict else None
         inbox = self._inboxes.get(session_id) if type(session_id) is str else None
         if inbox is not None:
+            if b"subagent_update" in line:  # the name first: no streamed chunk pays for it
+                self.subagents.announced(session_id, params)
             inbox.push_notification(method, params)
+        elif (routed := self.subagents.route(method, params)) and routed[0] in self._inboxes:
+            self._inboxes[routed[0]].push_notification(method, routed[1])  # to its parent
         else:
             for listener in self._listeners:
                 listener(method, params)

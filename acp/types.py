@@ -58,6 +58,10 @@ class EventKind(StrEnum):
     FILE = "file"
     # the agent asks a person a question (`elicitation/create`): answer `elicitation`
     ELICITATION = "elicitation"
+    # what the agent reports outside the answer (acp/agent_reports.py), in `AcpEvent.report`
+    SUBAGENT = "subagent"
+    NOTICE = "notice"
+    COMPACTION = "compaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +92,8 @@ DIFF_PREVIEW_LINES = 8
 
 @dataclass(frozen=True, slots=True)
 class FileDiff:
-    """A `diff` content item of a tool call: the file's text before (None: a new file) and
-    after the edit."""
+    """One file an edit changes: its text before (None: a new file, or not known) and after.
+    Both sides are bounded where they are read (acp/tool_parsing.py)."""
 
     path: str
     old_text: str | None
@@ -116,6 +120,14 @@ class FileDiff:
         if len(changed) > limit:
             shown.append(f"… {len(changed) - limit} more lines")
         return shown
+
+    def patch(self) -> str:
+        """The whole change as a unified diff with its file headers (a `.diff` file)."""
+        old = (self.old_text or "").splitlines(keepends=True)
+        new = self.new_text.splitlines(keepends=True)
+        before = "/dev/null" if self.old_text is None else f"a/{self.path.lstrip('/')}"
+        lines = difflib.unified_diff(old, new, before, f"b/{self.path.lstrip('/')}")
+        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +340,48 @@ class AcpEvent:
     file: AgentFile | None = None
     plan: tuple[PlanEntry, ...] = ()
     elicitation: PendingElicitation | None = None
+    report: SubagentReport | AgentNotice | CompactionReport | PlanChange | None = None
+
+
+# ---- what the agent reports outside the answer (acp/agent_reports.py reads them) ---------------
+@dataclass(frozen=True, slots=True)
+class SubagentReport:
+    """A subagent session of the turn's: announced on the parent (`subagent_update`: title,
+    state, whether it may be cancelled), or what it does (its own tool calls, routed to the
+    parent's turn). Strings cleaned and capped; None: not said in this report."""
+
+    session_id: str
+    title: str | None = None
+    state: str | None = None  # running | idle | requires_action | unknown | the agent's own word
+    can_cancel: bool | None = None
+    tool: ToolCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNotice:
+    """A `notice` update: advisory words for the person, not part of the answer."""
+
+    severity: str  # info | warning | error | the agent's own word
+    title: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """A `compaction_update`: one context compaction (by its id) started, ended or failed."""
+
+    compaction_id: str
+    status: str  # in_progress | completed | failed | cancelled | the agent's own word
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChange:
+    """Which identified plan a `plan_update` replaced (its entries in `AcpEvent.plan`) or a
+    `plan_removed` took away."""
+
+    plan_id: str
+    removed: bool = False
 
 
 # ---- session state (acp/session_state.py keeps it) -----------------------------------------

@@ -74,6 +74,7 @@ class BotApp:
             timeout=settings.approval_timeout,
             audit=self.audit,
             replica=settings.replica_id,
+            diff_file_after=settings.diff_file_after,
         )
         # Every project's every agent planned now: a bad entry stops the start, not a turn.
         self.plans = AgentPlans(settings, build_projects(settings))

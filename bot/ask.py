@@ -18,11 +18,14 @@ from types import FrameType
 import anyio
 
 from acp import (
+    ELICITATION_CANCEL,
     AcpClient,
     AcpError,
     AcpEvent,
     AcpPermissionNeeded,
+    ElicitationAnswer,
     EventKind,
+    PendingElicitation,
     PendingPermission,
     RuntimePool,
 )
@@ -92,7 +95,8 @@ def ignore_from_now() -> None:
 
 
 class _AskOutput:
-    """Streams the reply to stdout; nobody can approve tools in a one-shot prompt."""
+    """Streams the reply to stdout; nobody can approve tools or answer the agent's questions in
+    a one-shot prompt."""
 
     def __init__(self) -> None:
         self.text = ""
@@ -114,6 +118,16 @@ class _AskOutput:
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         raise AcpPermissionNeeded(pending.request.tool.describe_with_changes(), self.text)
+
+    async def on_elicitation(self, pending: PendingElicitation) -> ElicitationAnswer:
+        # A one-shot prompt has nobody to answer: the agent hears `cancel` and goes on without
+        # it (a refusal would read as the person's); the question is shown, as what it missed.
+        question = " ".join(pending.request.message.split())[:300]
+        say(
+            f"The agent asked a question that `switchboard ask` cannot answer, so it was "
+            f"cancelled: {question or '(no message)'} (`switchboard chat` answers questions)."
+        )
+        return ElicitationAnswer(ELICITATION_CANCEL, {})
 
     def on_retry(self, error: AcpError, delay: float) -> None:
         log.info("%s; retrying in %.1f s", error.kind, delay)

@@ -1,4 +1,5 @@
-"""The audit log: every tool approval (who asked, who answered, the tool, the outcome), every admin
+"""The audit log: every tool approval (who asked, who answered, the tool, the outcome), every answer
+to the agent's questions (who asked, who answered, the question's message, the action), every admin
 action (`/project bind`, `/project bindchat`, resuming another conversation's session) and every
 refused access (a stranger, a wrong role, a project refused). Each record goes to the state store,
 kept `SWITCHBOARD_AUDIT_DAYS` days, and out as one JSON log line on the `switchboard.audit`
@@ -6,7 +7,8 @@ logger, which logs at info whatever `SWITCHBOARD_LOG_LEVEL` says: an operator wh
 log down still has the trail.
 
 What a record holds is chosen here, not by the callers' wording: user ids yes (it is an audit
-log), the tool's title and kind, project names, outcomes; never message text, never a token."""
+log), the tool's title and kind, the agent's question (its message, clipped), project names,
+outcomes; never message text a person wrote, never a value typed or picked, never a token."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ log.setLevel(logging.INFO)
 APPROVAL: Final = "approval"
 ADMIN: Final = "admin"
 REFUSED: Final = "refused"
+ELICITATION: Final = "elicitation"
 
 DAY = 86400.0
 _DETAIL_MAX = 200  # a tool's title is the agent's text: bounded, one line
@@ -70,6 +73,22 @@ class AuditLog:
     ) -> None:
         await self.record(
             APPROVAL, surface, answerer, "approval", requester=requester, tool=tool, outcome=outcome
+        )
+
+    async def elicitation(
+        self, surface: str, *, requester: str, answerer: str, question: str, mode: str, outcome: str
+    ) -> None:
+        """The end of one of the agent's questions: `outcome` is the action sent (accept,
+        decline, cancel) or why it ended without one; what was answered is never kept."""
+        await self.record(
+            ELICITATION,
+            surface,
+            answerer,
+            "question",
+            requester=requester,
+            question=question,
+            mode=mode,
+            outcome=outcome,
         )
 
     async def admin(self, surface: str, actor: str, action: str, **details: str) -> None:

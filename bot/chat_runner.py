@@ -14,7 +14,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import anyio
 
@@ -22,27 +21,23 @@ from acp import AgentCommand, UsageInfo
 from bot.agent_menu import AgentMenu
 from bot.agent_notices import AgentNotices
 from bot.agent_sessions import ConversationSessions
+from bot.busy import BusyControl, Waiting
 from bot.faults import fault_sentence, log_fault, new_turn_id, told_without_store
 from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.services import ConversationServices
 from bot.store import LeaseLost
 from bot.turn import Turn
 from bot.turn_journal import TurnJournal
+from bot.turn_output import LiveOutput
 from surfaces.base import ConversationKey, Inbound, Surface, UserRef
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class _Queued:
-    inbound: Inbound
-    done: anyio.Event
-    journal_id: str = ""  # its journal entry while it waits behind a running turn
-
-
 class ChatRunner:
     """One conversation: one turn at a time; messages arriving mid-turn wait in a bounded queue
-    (a burst from one person becomes one turn); never a second concurrent prompt."""
+    (a burst from one person becomes one turn), unless steered into the turn or sent ahead of
+    the queue (`busy`, bot/busy.py); never a second concurrent prompt."""
 
     def __init__(
         self, services: ConversationServices, surface: Surface, key: ConversationKey
@@ -55,7 +50,9 @@ class ChatRunner:
         self.sessions = ConversationSessions(services, key, self.say, notices.heard)
         self.journal = TurnJournal(services, key)
         self.menu = AgentMenu(services, surface, key)
-        self.queue: deque[_Queued] = deque()
+        self.queue: deque[Waiting] = deque()
+        self.busy = BusyControl(self)
+        self.stops = 0  # how many times /stop dropped the queue (a steer in flight checks it)
         self.running = False
         self._idle: anyio.Event | None = None  # set when the work `running` stands for ends
         self._turn: Turn | None = None  # the running (or last) turn of this queue
@@ -138,33 +135,77 @@ class ChatRunner:
 
     async def submit(self, inbound: Inbound) -> anyio.Event:
         done = inbound.handled or anyio.Event()
+        queued = await self.enqueue(inbound, done)
+        if queued is None:
+            done.set()
+        elif queued.journal_id and self.answering:
+            # Once the reply is out the turn only tidies up, and this message goes next at once:
+            # "queued" would then read as if the answer were still coming.
+            await self.busy.arrived(queued)
+        return done
+
+    async def enqueue(self, inbound: Inbound, done: anyio.Event | None = None) -> Waiting | None:
+        """Queue the message (a turn starts when none runs); None when the queue is full (said)."""
         if len(self.queue) >= self.services.settings.queue_limit:
             await self.say("Too many messages are waiting; send this again after the reply.")
-            done.set()
-            return done
+            return None
         # Journalled while it waits (written before it joins the queue, so the turn that takes it
         # always finds the entry to close): a crash meanwhile costs the reply being written,
         # not this message, which whoever adopts the journal sends on.
         journal_id = await self.journal.waiting(inbound) if self.running else ""
-        self.queue.append(_Queued(inbound, done, journal_id))
-        if self.running:
-            # Once the reply is out the turn only tidies up, and this message goes next at once:
-            # "queued" would then read as if the answer were still coming.
-            if self._turn is None or not self._turn.answered:
-                await self.say("Queued; it goes to the agent when the current reply is done.")
-        else:
-            self.running = True
-            self._idle = anyio.Event()
-            self.services.spawn(self._work)
-        return done
+        queued = Waiting(inbound, done or anyio.Event(), journal_id)
+        self.queue.append(queued)
+        if not self.running:
+            self._start()
+        return queued
+
+    def put_ahead(self, waiting: Waiting) -> None:
+        """`waiting` goes next, alone, after any other message put ahead (an interrupt, or a
+        steer the agent wants as a prompt); it keeps its journal entry until a turn takes it."""
+        if waiting in self.queue:
+            self.queue.remove(waiting)
+        waiting.ahead = True
+        at = next((i for i, each in enumerate(self.queue) if not each.ahead), len(self.queue))
+        self.queue.insert(at, waiting)
+        if not self.running:
+            self._start()
+
+    def put_back(self, waiting: Waiting, at: int) -> None:
+        """`waiting`, taken out of the queue a moment (a steer the agent did not take), back
+        at its place."""
+        self.queue.insert(at, waiting)
+        if not self.running:
+            self._start()
+
+    def _start(self) -> None:
+        self.running = True
+        self._idle = anyio.Event()
+        self.services.spawn(self._work)
+
+    @property
+    def answering(self) -> bool:
+        """A turn runs here and its reply is still to come."""
+        return self.running and (self._turn is None or not self._turn.answered)
+
+    @property
+    def live_output(self) -> LiveOutput | None:
+        """The running turn's live reply while it answers (None before it opens one)."""
+        turn = self._turn
+        return turn.output if self.answering and turn is not None else None
 
     async def _work(self) -> None:
         release_agent: Callable[[], None] | None = None
         try:
             while self.queue:
                 batch = [self.queue.popleft()]
-                while self.queue and self.queue[0].inbound.user == batch[0].inbound.user:
+                while (
+                    not batch[0].ahead  # one put ahead goes alone
+                    and self.queue
+                    and self.queue[0].inbound.user == batch[0].inbound.user
+                ):
                     batch.append(self.queue.popleft())
+                for queued in batch:
+                    self.busy.sent_on(queued)
                 if release_agent is None:
                     # After the first batch is taken, not before: a message that arrives while
                     # the agent is looked up goes in the next turn, as it would mid-turn.
@@ -239,9 +280,11 @@ class ChatRunner:
         """/stop: cancel the running turn, drop the queue and pending approvals. Returns whether
         a turn was cancelled and how many queued messages were dropped."""
         dropped = len(self.queue)
+        self.stops += 1
         waiting = [queued.journal_id for queued in self.queue if queued.journal_id]
         for queued in self.queue:
             queued.done.set()
+        self.busy.dropped(list(self.queue), self.surface.capabilities.command_prefixes[0])
         self.queue.clear()
         await self.journal.close(waiting)
         session = self.sessions.current

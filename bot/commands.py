@@ -8,8 +8,8 @@ slash commands keep working; a doubled prefix (`//status`, `!!status`) is always
 sent on as `/status`, so an agent command named like one of ours stays reachable.
 
 The handlers live by family (bot/session_commands.py, bot/project_commands.py,
-bot/status_commands.py; /compact in bot/agent_commands.py, /help here); each is given a
-`CommandContext` (bot/command_context.py): the conversation and who asked."""
+bot/status_commands.py, bot/busy_commands.py; /compact in bot/agent_commands.py, /help here); each
+is given a `CommandContext` (bot/command_context.py): the conversation and who asked."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from acp import AGENT_ERRORS
 from bot.agent_commands import compact, learn_agent_commands
 from bot.approval_commands import approvals_off, refusal
+from bot.busy_commands import busy, interrupt, steer
 from bot.chat_runner import ChatRunner
 from bot.command_context import CommandContext, Handler, answer
 from bot.project_commands import agent, project
@@ -55,6 +56,21 @@ AGENTS_COMPACT = Command(COMPACT.name, COMPACT.summary)  # for an agent listing 
 STOP = Command(
     "stop", "stop the running reply, drop queued messages and pending approvals", handler=stop
 )
+STEER = Command(
+    "steer",
+    "put a message into the running reply (with none running: send it)",
+    "TEXT",
+    handler=steer,
+)
+INTERRUPT = Command(
+    "interrupt", "stop the running reply and send this message next", "TEXT", handler=interrupt
+)
+BUSY = Command(
+    "busy",
+    "what a message sent while the agent works does here: queue, steer or interrupt",
+    "[MODE]",
+    handler=busy,
+)
 STATUS = Command("status", "agent, model, workspace, what is running, context used", handler=status)
 MODEL = Command("model", "list the agent's models, or switch to one", "[ID]", handler=model)
 PROJECT = Command(
@@ -77,6 +93,9 @@ COMMANDS: tuple[Command, ...] = (
     NEW,
     COMPACT,
     STOP,
+    STEER,
+    INTERRUPT,
+    BUSY,
     STATUS,
     MODEL,
     PROJECT,

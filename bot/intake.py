@@ -4,9 +4,12 @@ In order: access (strangers get nothing, and are audited once an hour: `Stranger
 de-duplication (`StateStore.claim_event`; a relayed event was claimed by the replica that
 received it), routing (`ConversationRouting.take`: served here, or handed to the replica serving
 the conversation; a relayed message's files are taken up again, bot/relayed_files.py), then
-dispatch: a Stop button to `/stop`, a project button to its handler, any other button to the
-approval broker, a command row to its handler, everything else to the conversation's runner as
-prompt text. A fault of ours fails that event only, told in one sentence to whoever may chat."""
+dispatch: a Stop button to `/stop`, a project button to its handler, a queued message's Steer
+now / Stop and send to bot/busy_commands.py, a question's button to the elicitation broker, any
+other button to the approval broker, a command row to its handler, the answer to the agent's
+question that waits for typed text to that question (bot/elicitation_broker.py), everything else
+to the conversation's runner as prompt text. A fault of ours fails that event only, told in one
+sentence to whoever may chat."""
 
 from __future__ import annotations
 
@@ -21,11 +24,14 @@ import anyio
 from bot.access import AccessPolicy
 from bot.approval_commands import withheld_commands
 from bot.audit import AuditLog
+from bot.busy import INTERRUPT_TOKEN_PREFIX, STEER_TOKEN_PREFIX
+from bot.busy_commands import busy_pressed
 from bot.chat_runner import ChatRunner
 from bot.cluster import RelayedEvent
 from bot.commands import STOP, ParsedCommand, parse_command, run_command
 from bot.conversations import Conversations
 from bot.delivery import Delivery
+from bot.elicitation_broker import ELICIT_TOKEN_PREFIX
 from bot.faults import fault_sentence, log_fault, told_without_store
 from bot.permissions import ApprovalBroker
 from bot.project_commands import PROJECT_TOKEN_PREFIX, project_pressed
@@ -144,6 +150,8 @@ class Intake:
             with runner.held():
                 await run_command(runner, parsed, event.user)
             return False
+        if await runner.services.elicitations.take_text(event):
+            return False  # the answer to the agent's open question, not a prompt
         if parsed is not None:  # the agent's (/compact), however this surface spells it
             event = replace(event, text=f"/{parsed.command.name} {parsed.args}".rstrip())
         await runner.submit(event)  # everything else is prompt text as typed
@@ -155,6 +163,11 @@ class Intake:
         elif press.token.startswith(PROJECT_TOKEN_PREFIX):
             with runner.held():
                 await project_pressed(runner, press)
+        elif press.token.startswith((STEER_TOKEN_PREFIX, INTERRUPT_TOKEN_PREFIX)):
+            with runner.held():
+                await busy_pressed(runner, press, self._conversations)
+        elif press.token.startswith(ELICIT_TOKEN_PREFIX):
+            await runner.services.elicitations.answer(press)
         else:
             await self._approvals.answer(press)
 

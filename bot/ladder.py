@@ -27,6 +27,7 @@ import anyio
 import stamina
 
 from acp import (
+    ELICITATION_CANCEL,
     AcpError,
     AcpEvent,
     AcpProcessDied,
@@ -34,7 +35,9 @@ from acp import (
     AcpPromptStats,
     AcpSession,
     AcpTimeoutError,
+    ElicitationAnswer,
     EventKind,
+    PendingElicitation,
     PendingPermission,
     PromptContent,
 )
@@ -100,6 +103,11 @@ class TurnOutput(Protocol):
         """Return the chosen option id, or None for `cancelled`; may raise to stop the turn."""
         ...
 
+    async def on_elicitation(self, pending: PendingElicitation) -> ElicitationAnswer:
+        """The agent's question (a form, or a link to open): the answer to send it; may raise
+        to stop the turn (the question is then answered `cancel`)."""
+        ...
+
     def on_retry(self, error: AcpError, delay: float) -> None:
         """The ladder tries again after `delay` seconds; must return at once."""
         ...
@@ -140,14 +148,35 @@ async def _stream(
                     raise
                 event.permission.respond(answer)
                 continue
-            if kind is EventKind.TOOL_CALL or kind is EventKind.FILE:
-                walk.activity = True
+            if kind is EventKind.ELICITATION:
+                assert event.elicitation is not None
+                await _answer_question(session, event.elicitation, output, walk)
+                continue
+            if kind is EventKind.TOOL_CALL or kind is EventKind.FILE or kind is EventKind.SUBAGENT:
+                walk.activity = True  # a subagent at work has acted too: never sent again
             await output.on_event(event)
     raise AcpError(
         "The agent ended the turn without saying how (no ACP stop reason); send the message "
         "again, and if it keeps happening, check that the agent speaks ACP.",
         kind="protocol",
     )
+
+
+async def _answer_question(
+    session: AcpSession, pending: PendingElicitation, output: TurnOutput, walk: _Walk
+) -> None:
+    """The agent's question, answered as a permission is: the output's answer sent, or on a
+    failure (or the turn's end) `cancel` and the turn cancelled. A person answered: the prompt
+    is never resent verbatim after it."""
+    walk.activity = True
+    try:
+        answer = await output.on_elicitation(pending)
+    except BaseException:
+        pending.respond(ElicitationAnswer(ELICITATION_CANCEL, {}))
+        with anyio.CancelScope(shield=True):
+            await session.cancel()
+        raise
+    pending.respond(answer)
 
 
 class _Walk:

@@ -40,9 +40,9 @@ from acp import (
     AcpGateViolation,
     PendingPermission,
     PermissionOption,
-    PermissionRequest,
 )
 from bot.access import AccessPolicy
+from bot.approval_card import DIFF_FILE_AFTER, approval_prompt, card_with_patch
 from bot.audit import APPROVAL, AuditLog
 from bot.store import ApprovalRecord, StateStore, StoreError
 from bot.trust import TRUST_LABEL, Automatic, TrustBook, TrustRule, trustable
@@ -61,39 +61,6 @@ _STYLE = {
 NOT_PENDING = "This approval is no longer pending."
 WRONG_CONVERSATION = "wrong conversation"  # the audit's reason for a press from elsewhere
 WITHDRAWN = "Expired: Switchboard restarted before anyone answered."
-
-# An approval card must fit every surface's message limit, whatever an edit holds.
-_DIFFS_SHOWN = 3
-_LINE_MAX = 160
-
-
-def _clip(line: str) -> str:
-    return line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 1] + "…"
-
-
-def approval_prompt(request: PermissionRequest) -> str:
-    """What the person approves: the tool's title and kind, the command or the files, and for
-    an edit each file's `path: +12 −4` with the first lines of its diff. The request's tool
-    already carries what earlier updates said of it (acp merges them per turn). The full diff
-    is not attached: the surface protocol has no attachment call yet."""
-    tool = request.tool
-    lines = ["The agent wants to use a tool:", f"  {_clip(tool.title or 'a tool')}"]
-    if tool.kind:
-        lines[-1] += f" ({tool.kind})"
-    described = tool.describe()
-    if described != (tool.title or tool.kind or "a tool"):
-        detail = described[len(tool.title) :].strip(" ()") if tool.title else described
-        if detail:
-            lines.append(f"  {_clip(detail)}")
-    if tool.locations and not any(loc in "\n".join(lines) for loc in tool.locations):
-        lines.append("  files: " + _clip(", ".join(tool.locations)))
-    for diff in tool.diffs[:_DIFFS_SHOWN]:
-        lines.append(f"  {_clip(diff.summary())}")
-        lines.extend(f"    {_clip(line)}" for line in diff.preview())
-    if len(tool.diffs) > _DIFFS_SHOWN:
-        rest = tool.diffs[_DIFFS_SHOWN:]
-        lines.append("  and " + _clip(", ".join(diff.summary() for diff in rest)))
-    return "\n".join(lines)
 
 
 @dataclass(slots=True)
@@ -118,7 +85,9 @@ class ApprovalBroker:
         timeout: float,
         audit: AuditLog | None = None,
         replica: str,
+        diff_file_after: int = DIFF_FILE_AFTER,
     ) -> None:
+        self.diff_file_after = diff_file_after  # an edit's lines past which its .diff is sent
         self.store = store
         self.access = access
         self.timeout = timeout
@@ -177,6 +146,7 @@ class ApprovalBroker:
         made = ""  # the trust rule the press made, for the audit
         ref = None
         try:
+            prompt = await card_with_patch(surface, key, request, prompt, self.diff_file_after)
             ref = await surface.ask_choice(key, prompt, choices, allowed_users=allowed)
             try:
                 await self.store.approval_shown(group, ref.id)

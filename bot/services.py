@@ -19,6 +19,7 @@ from bot.agent_plans import AgentPlans
 from bot.agent_pool import AgentPool
 from bot.audit import AuditLog
 from bot.delivery import Delivery
+from bot.elicitation_broker import ElicitationBroker
 from bot.ladder import RetryPolicy
 from bot.metrics import Metrics
 from bot.permissions import ApprovalBroker
@@ -66,6 +67,17 @@ class ConversationServices:
         self.replica = replica  # this replica's id: its journal entries and ledger entries carry it
         self.access = access  # who may do what (projects, what /sessions shows)
         self.approvals = approvals
+        # the agent's questions, asked under the approvals' rules (who answers, timeout, tokens)
+        self.elicitations = ElicitationBroker(
+            store,
+            access,
+            approvals,
+            timeout=settings.approval_timeout,
+            audit=audit,
+            replica=replica,
+            say=delivery.deliver,
+            spawn=tasks.spawn,
+        )
         self.audit = audit  # approvals, admin actions, refused access (bot/audit.py)
         self.metrics = metrics  # what /metrics counts (bot/metrics.py)
         self.plans = plans  # every project and its agents

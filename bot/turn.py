@@ -102,6 +102,7 @@ class Turn:
         self.turn_id = turn_id
         self.waiting = waiting
         self.answered = False
+        self.output: LiveOutput | None = None  # its live reply while it answers (a steer quotes in)
         self.approvals = ""  # the project's approvals policy (bot/trust.py), once known
 
     async def close_waiting(self) -> None:
@@ -123,6 +124,7 @@ class Turn:
             await self.close_waiting()  # the turn's own entry covers its messages from now on
             async with services.open_reply(host.surface, host.key) as reply:
                 output = LiveOutput(services, host.surface, host.key, reply, requester)
+                self.output = output
                 self._show_live(output)
                 try:
                     ending = await self._answer(intake, output)
@@ -246,6 +248,7 @@ class Turn:
         if percent is not None:  # unknown context use leaves what was said in force
             host.compact_told = level
         lines = [
+            output.progress.final_notes(),  # what the agent warned of, a compaction
             output.progress.tool_summary() if host.services.settings.tool_summary else "",
             usage_footer(usage),
             approvals_footer(self.approvals),

@@ -1,6 +1,7 @@
 """Where a chat turn's events go (`LiveOutput`, the ladder's `TurnOutput` for a chat): the text
 and progress (plan, tools, elapsed time) to the live reply, the agent's files kept for after the
-final, approvals to the broker. The reply's text is kept here, once (`LiveOutput.text`); the
+final, approvals to the broker, the agent's questions to theirs (the status says the turn
+waits for an answer meanwhile). The reply's text is kept here, once (`LiveOutput.text`); the
 stream is handed it as it grows. (The agent's commands and context usage are the session's
 state, kept in acp.)"""
 
@@ -11,7 +12,15 @@ import time
 
 import anyio
 
-from acp import AcpError, AcpEvent, AgentFile, EventKind, PendingPermission
+from acp import (
+    AcpError,
+    AcpEvent,
+    AgentFile,
+    ElicitationAnswer,
+    EventKind,
+    PendingElicitation,
+    PendingPermission,
+)
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
@@ -24,6 +33,7 @@ FILES_KEPT = 50  # agent files remembered per turn; past it they are dropped wit
 # grows, at once unless joining it that often would take more than about 1% of the time; then
 # once the share allows (a flood of 80,000 tiny chunks costs a few joins, not 80,000).
 JOIN_CHARS_PER_SECOND = 50_000_000
+WAITING_NOTE = "waiting for your answer"  # the status while the agent's question is open
 
 
 class LiveOutput:
@@ -83,6 +93,13 @@ class LiveOutput:
             self.services.spawn(self._feed)
         self._grown.set()
 
+    def insert(self, at: int, text: str) -> None:
+        """Put `text` at offset `at` of the reply so far: a steered message quoted where it was
+        sent, though the agent's answer to it may have streamed in first."""
+        whole = self.text
+        self._parts[:] = [whole[:at] + text + whole[at:]]
+        self._hand_on(time.monotonic())
+
     def _hand_on(self, now: float) -> None:
         text = self.text
         self.reply.update(text)
@@ -131,6 +148,18 @@ class LiveOutput:
         answer = await self.services.approvals.ask(self.surface, self.key, self.requester, pending)
         self.progress.permission_answered(pending.request, answer)
         return answer
+
+    async def on_elicitation(self, pending: PendingElicitation) -> ElicitationAnswer:
+        self.progress.note = WAITING_NOTE
+        self.show_progress()
+        try:
+            return await self.services.elicitations.ask(
+                self.surface, self.key, self.requester, pending
+            )
+        finally:
+            if self.progress.note == WAITING_NOTE:
+                self.progress.note = ""
+            self.show_progress()
 
     def on_retry(self, error: AcpError, delay: float) -> None:
         self.services.metrics.retried(error)

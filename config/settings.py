@@ -358,6 +358,8 @@ class Settings(BaseSettings):
     agent_mode: str = ""  # the session mode that asks before tools; "" = the preset's or detected
     approval_timeout: float = Field(default=300.0, gt=0)
     queue_limit: int = Field(default=5, ge=1, le=100)
+    # what a message that arrives mid-turn does without a press (issue 24, bot/busy.py)
+    busy_mode: Literal["queue", "steer", "interrupt"] = "queue"
     # -- the runtime pool (issue 14): agent processes live at once; each one idle this long stops --
     max_agents: int = Field(default=8, ge=1, le=1000)
     runtime_idle: float = Field(default=900.0, gt=0)
@@ -370,6 +372,8 @@ class Settings(BaseSettings):
     # -- what a reply shows besides the answer (issue 13: progress and files out) --
     tool_summary: bool = True  # the final keeps "Tools: 2 reads, 1 edit"
     reply_file_after: int = Field(default=0, ge=0, le=1000)  # messages; 0: never as a .md file
+    # an edit's whole patch goes with its approval card as a .diff file past this many lines
+    diff_file_after: int = Field(default=40, ge=0, le=100_000)
     state: str = Field(default_factory=_default_state_path)
     # -- replicas on one Redis store (issue 16, bot/cluster.py) --
     replica_id: str = Field(

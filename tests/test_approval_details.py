@@ -80,7 +80,7 @@ async def test_an_edit_known_from_an_earlier_tool_call_is_shown_with_its_diff(
     card = approval_prompt(request)
     assert "  Edit notes.txt (edit)" in card
     assert "  notes.txt: +2 \u22121" in card  # two lines added, one removed
-    assert "    -two" in card and "    +2" in card and "    +four" in card
+    assert "```diff\n@@ -1,3 +1,4 @@\n one\n-two\n+2\n three\n+four\n```" in card
     assert "  a tool" not in card
 
 
@@ -114,7 +114,7 @@ def test_a_long_diff_shows_its_first_lines_and_how_many_more(tmp_path: Path) -> 
     tool = ToolCall("c", title="Write big.py", kind="edit", diffs=(diff,))
     card = approval_prompt(PermissionRequest("s", tool, ()))
     assert "  big.py: +40 \u22120" in card
-    assert "    +line 0" in card and "line 39" not in card
+    assert "\n+line 0\n" in card and "line 39" not in card
     assert "more lines" in card
 
 

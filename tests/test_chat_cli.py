@@ -959,7 +959,7 @@ def test_a_line_typed_while_a_reply_streams_is_shown_after_it_then_answered(term
     assert reply == (
         "alpha omega\n"
         "> typed meanwhile\n"
-        "Queued; it goes to the agent when the current reply is done.\n"
+        "Queued — the agent is still working.\n"
         "Echo: typed meanwhile\n"
         "> "
     )
@@ -978,6 +978,20 @@ def test_stop_says_how_many_queued_messages_it_dropped(terminal, fake_agent):
     assert "Stopping. 2 queued messages were dropped." in shown
     assert "The turn was stopped." in shown
     assert prompts(fake_agent) == ["SCN_HANG"]  # the dropped lines never reached the agent
+    assert term.end(fake_agent) == 0
+
+
+def test_interrupt_stops_the_reply_keeps_the_queue_and_goes_first(terminal, fake_agent):
+    term = terminal(fake_agent)
+    term.wait_for("> ")
+    term.type("SCN_HANG")
+    term.wait_for("SCN_HANG\npartial answer")
+    term.type("queued first")
+    term.type("/interrupt look here instead")
+    shown = term.wait_for("Echo: queued first\n> ")
+    assert "Stopping the current reply; this message goes to the agent next." in shown
+    assert shown.index("Echo: look here instead") < shown.index("Echo: queued first")
+    assert prompts(fake_agent) == ["SCN_HANG", "look here instead", "queued first"]
     assert term.end(fake_agent) == 0
 
 

@@ -59,6 +59,9 @@ async def test_initialize_advertises_fs_and_terminal(
         "terminal": True,
         "auth": {"terminal": True},
         "elicitation": {"form": {}, "url": {}},
+        "plan": {},
+        "subagents": {},
+        "session": {"compaction": {}, "notices": {}},
     }
 
 

@@ -169,7 +169,7 @@ async def test_an_unasked_write_shows_the_file_and_its_diff(
     (card,) = person.cards
     shown = approval_prompt(card)
     assert "notes.txt: +1 \u22121" in shown
-    assert "    -two" in shown and "    +2" in shown
+    assert "\n-two\n" in shown and "\n+2\n" in shown
     assert notes.read_text() == "one\n2\nthree\n" and "done" in said
 
 

@@ -176,6 +176,6 @@ def test_chat_shows_the_diff_of_an_unasked_write_and_keeps_the_file_when_decline
     assert result.returncode == 0, result.stderr
     assert "Write a file the agent did not ask about (edit)" in result.stdout
     assert "notes.txt: +1 \u22121" in result.stdout
-    assert "    -two\n" in result.stdout and "    +2\n" in result.stdout
+    assert "\n-two\n" in result.stdout and "\n+2\n" in result.stdout
     assert notes.read_text() == "one\ntwo\n"
     assert "fs/write_text_file refused: the person declined it" in _agent_errors(fake_agent)

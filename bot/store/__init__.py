@@ -1,6 +1,7 @@
 """The state store: what must outlive a turn or a restart (conversation bindings and place
-bindings, inbound de-duplication keys, pending approval tokens, the delivery ledger, the journal
-of turns in flight, each conversation's agent sessions, the audit log).
+bindings, each conversation's own settings, inbound de-duplication keys, pending approval tokens,
+the delivery ledger, the journal of turns in flight, each conversation's agent sessions, the
+audit log).
 
 The package's interface is what this module exports:
 
@@ -29,6 +30,7 @@ from bot.store.protocols import (
     ApprovalStore,
     AuditStore,
     BindingStore,
+    ConversationSettings,
     DeliveryStore,
     EventClaims,
     SessionHistoryStore,
@@ -53,6 +55,7 @@ __all__ = [
     "AuditStore",
     "BackgroundWriter",
     "BindingStore",
+    "ConversationSettings",
     "DeliveryEntry",
     "DeliveryStore",
     "EventClaims",

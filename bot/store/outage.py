@@ -113,7 +113,7 @@ class OutageTolerantStore:
         if not await self.kept_writes.flush():
             raise StoreUnavailable(self.location, "kept ledger writes wait for the store")
 
-    # -- bindings, places, de-duplication, approvals ----------------------------------------
+    # -- bindings, places, settings, de-duplication, approvals ------------------------------
 
     async def get_binding(self, key: ConversationKey) -> Binding | None:
         return await self._patiently(lambda: self.inner.get_binding(key))
@@ -132,6 +132,14 @@ class OutageTolerantStore:
 
     async def delete_place(self, place: ConversationKey) -> None:
         await self._patiently(lambda: self.inner.delete_place(place))
+
+    async def conversation_setting(self, key: ConversationKey, name: str) -> str | None:
+        return await self._patiently(lambda: self.inner.conversation_setting(key, name))
+
+    async def set_conversation_setting(
+        self, key: ConversationKey, name: str, value: str | None
+    ) -> None:
+        await self._patiently(lambda: self.inner.set_conversation_setting(key, name, value))
 
     async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:
         # One claimant for every try: a try that reached the store but whose answer was lost is

@@ -37,6 +37,7 @@ __all__ = [
     "ApprovalStore",
     "AuditStore",
     "BindingStore",
+    "ConversationSettings",
     "DeliveryStore",
     "EventClaims",
     "SessionHistoryStore",
@@ -61,6 +62,21 @@ class BindingStore(Protocol):
     async def put_place(self, place: ConversationKey, project: str) -> None: ...
 
     async def delete_place(self, place: ConversationKey) -> None: ...
+
+
+class ConversationSettings(Protocol):
+    """Small named settings a conversation keeps across restarts (`busy_mode`, ...), each a short
+    string; a conversation without one follows the process's setting."""
+
+    async def conversation_setting(self, key: ConversationKey, name: str) -> str | None:
+        """The conversation's value of `name`, or None when it has none."""
+        ...
+
+    async def set_conversation_setting(
+        self, key: ConversationKey, name: str, value: str | None
+    ) -> None:
+        """Keep `value` for `name` in this conversation; None forgets it."""
+        ...
 
 
 class EventClaims(Protocol):
@@ -176,6 +192,7 @@ class StoreHealth(Protocol):
 
 class StateStore(
     BindingStore,
+    ConversationSettings,
     EventClaims,
     ApprovalStore,
     DeliveryStore,

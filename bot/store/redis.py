@@ -151,6 +151,21 @@ class RedisStateStore:
     async def delete_place(self, place: ConversationKey) -> None:
         await self._redis.call(lambda r: r.delete(f"{PREFIX}place:{_conv(place)}"))
 
+    # -- a conversation's own settings: one hash per conversation, a field per name ---------
+
+    async def conversation_setting(self, key: ConversationKey, name: str) -> str | None:
+        raw = await self._redis.call(lambda r: r.hget(f"{PREFIX}settings:{_conv(key)}", name))
+        return None if raw is None else str(json.loads(raw))
+
+    async def set_conversation_setting(
+        self, key: ConversationKey, name: str, value: str | None
+    ) -> None:
+        hash_key = f"{PREFIX}settings:{_conv(key)}"
+        if value is None:
+            await self._redis.call(lambda r: r.hdel(hash_key, name))
+        else:
+            await self._redis.call(lambda r: r.hset(hash_key, name, json.dumps(value)))
+
     # -- de-duplication ---------------------------------------------------------------------
 
     async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:

@@ -130,6 +130,34 @@ class SqliteStateStore:
             (place.surface, place.chat, place.thread),
         )
 
+    # -- a conversation's own settings (issue 24: /busy) -------------------------------------
+
+    async def conversation_setting(self, key: ConversationKey, name: str) -> str | None:
+        def op(conn: sqlite3.Connection, now: float) -> str | None:
+            row = conn.execute(
+                "SELECT value FROM conversation_settings"
+                " WHERE surface = ? AND chat = ? AND thread = ? AND name = ?",
+                (key.surface, key.chat, key.thread, name),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(op, write=False)
+
+    async def set_conversation_setting(
+        self, key: ConversationKey, name: str, value: str | None
+    ) -> None:
+        if value is None:
+            await self._execute(
+                "DELETE FROM conversation_settings"
+                " WHERE surface = ? AND chat = ? AND thread = ? AND name = ?",
+                (key.surface, key.chat, key.thread, name),
+            )
+        else:
+            await self._execute(
+                "REPLACE INTO conversation_settings VALUES (?, ?, ?, ?, ?)",
+                (key.surface, key.chat, key.thread, name, value),
+            )
+
     # -- de-duplication ---------------------------------------------------------------------
 
     async def claim_event(self, event_key: str, ttl: float, *, claimant: str = "") -> bool:

@@ -40,6 +40,11 @@ CREATE TABLE IF NOT EXISTS places (
     surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL, project TEXT NOT NULL,
     PRIMARY KEY (surface, chat, thread)
 );
+CREATE TABLE IF NOT EXISTS conversation_settings (
+    surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL, name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (surface, chat, thread, name)
+);
 CREATE TABLE IF NOT EXISTS journal (
     turn_id TEXT PRIMARY KEY, surface TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
     requester TEXT NOT NULL, started REAL NOT NULL, expires REAL NOT NULL
