@@ -1,8 +1,7 @@
 """`switchboard chat` on the REAL claude-agent-acp, offline against the loopback mock model: the
 agent's AskUserQuestion answered by typing the option's number, and an `allow_always` answer
-remembered so that the next identical command runs without a card. (A steered turn is tested
-through Telegram, tests/test_real_agent_telegram_controls.py: the terminal holds a line typed
-while a reply streams until the reply is done, so `/steer` cannot reach a running turn there.)
+remembered so that the next identical command runs without a card. (A steered turn:
+tests/test_real_agent_chat_steer.py, and through Telegram tests/test_real_agent_telegram_controls.py.)
 
 What claude-agent-acp does on the wire is pinned by tests/test_real_agent_steer_ask.py; this
 file checks the same through Switchboard. `bash tests/fakes/install_agents.sh` installs the
