@@ -66,6 +66,7 @@ from acp.session import AcpModelChoiceUnsupported, AcpSession
 from acp.session_handle import AcpRequestTimeout, AcpRuntimeDead, AcpRuntimeError
 from acp.session_state import SessionState
 from acp.steering import AcpSteeringUnsupported, SteerOutcome
+from acp.subagent_control import AcpSubagentNotRunning
 from acp.tool_gate import GatePlan, ToolGateUnroutable, plan_tool_gate
 from acp.types import (
     PERMISSION_ALLOW_ALWAYS,
@@ -145,6 +146,7 @@ __all__ = [
     "AcpSessionListUnsupported",
     "AcpSpawnFailed",
     "AcpSteeringUnsupported",
+    "AcpSubagentNotRunning",
     "AcpTimeoutError",
     "AcpToolGateUnroutable",
     "AcpWorkspaceBindingError",

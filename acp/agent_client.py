@@ -336,15 +336,41 @@ class AcpClient(SessionResumption):
             return None
         return self._authorize_in_turn
 
+    def _authorize_as(self, subagent: str) -> Authorize | None:
+        """The gate for a request of the turn's subagent `subagent` ("": the agent's own): its
+        card says whose the write or command is."""
+        authorize = self._authorize
+        if authorize is None or not subagent:
+            return authorize
+
+        async def as_subagent(session_id: str, action: ClientAction) -> None:
+            await self._authorize_in_turn(session_id, replace(action, subagent=subagent))
+
+        return as_subagent
+
     async def _authorize_in_turn(self, session_id: str, action: ClientAction) -> None:
         session = self.sessions.get(session_id)
         if session is None or session.turn is None:  # checked before: the turn just ended
             raise ClientRequestRefused(action.method, "the session is not running a prompt turn")
         await session.turn.authorize(action)
 
+    def _as_parents(self, params: Any) -> tuple[Any, str]:
+        """A request of a subagent of a session we hold is its parent's turn's: its params as
+        the parent's, and the subagent's title for the card ("" for any other request). Only a
+        child the parent announced counts (`SubagentRoutes`); any other id stays as it is."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(session_id, str) or not session_id or session_id in self.sessions:
+            return params, ""
+        route = self.runtime.handle.subagents.get(session_id)
+        if route is None or route.parent_id not in self.sessions:
+            return params, ""
+        assert isinstance(params, dict)
+        return {**params, "sessionId": route.parent_id}, route.title or "untitled"
+
     async def _on_agent_request(self, method: str, params: Any) -> RpcReply:
+        params, subagent = self._as_parents(params)
         if method == "elicitation/create":
-            return await answer_elicitation(params, self._turn_of, self.links)
+            return await answer_elicitation(params, self._turn_of, self.links, subagent=subagent)
         asked = method == "session/request_permission"
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
@@ -357,11 +383,13 @@ class AcpClient(SessionResumption):
                 return RpcReply(error={"code": -32603, "message": str(exc)})
         if not asked:
             return await self.runtime.client_methods.answer(
-                method, params, self._session_state, self._authorize
+                method, params, self._session_state, self._authorize_as(subagent)
             )
         if not isinstance(params, dict):
             return method_not_found(method)
         request = parse_permission_request(params)
+        if subagent:
+            request = replace(request, subagent=subagent)
         session = self.sessions.get(request.session_id)
         turn = session.turn if session is not None else None
         if turn is None:

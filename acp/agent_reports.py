@@ -196,12 +196,23 @@ def child_event(update: Any) -> AcpEvent | None:
     return AcpEvent(EventKind.SUBAGENT, report=SubagentReport(update.session_id, tool=tool))
 
 
+@dataclass(slots=True)
+class SubagentRoute:
+    """One announced subagent session: its parent, its title and whether it may be cancelled
+    (as its latest `subagent_update` said: a patch leaves what it does not name)."""
+
+    parent_id: str
+    title: str = ""
+    can_cancel: bool = False
+
+
 class SubagentRoutes:
-    """Which subagent session belongs to which parent session, for the frame reader: learned
-    from the parent's `subagent_update` frames, bounded (`MAX_SUBAGENTS`, the oldest forgotten)."""
+    """Which subagent session belongs to which parent session, for the frame reader and for the
+    child's requests: learned from the parent's `subagent_update` frames, bounded
+    (`MAX_SUBAGENTS`, the oldest forgotten)."""
 
     def __init__(self) -> None:
-        self._parents: OrderedDict[str, str] = OrderedDict()
+        self._children: OrderedDict[str, SubagentRoute] = OrderedDict()
 
     def announced(self, parent_id: Any, params: Any) -> None:
         """A frame for `parent_id` that may announce a child (the caller saw the variant's name
@@ -212,23 +223,36 @@ class SubagentRoutes:
         child = update.get("sessionId")
         if not isinstance(child, str) or not child or not isinstance(parent_id, str):
             return
-        if child == parent_id:
+        event = _subagent(update)  # its title and capabilities, cleaned as the status shows them
+        report = event.report if event is not None else None
+        if not isinstance(report, SubagentReport) or child == parent_id:
             return
-        self._parents[child] = parent_id
-        self._parents.move_to_end(child)
-        while len(self._parents) > MAX_SUBAGENTS:
-            self._parents.popitem(last=False)
+        route = self._children.get(child)
+        if route is None or route.parent_id != parent_id:  # a child never changes parents
+            route = self._children[child] = SubagentRoute(parent_id)
+        if report.title:
+            route.title = report.title
+        if report.can_cancel is not None:
+            route.can_cancel = report.can_cancel
+        self._children.move_to_end(child)
+        while len(self._children) > MAX_SUBAGENTS:
+            self._children.popitem(last=False)
 
     def route(self, method: str, params: Any) -> tuple[str, dict[str, Any]] | None:
         """A child's `session/update` as its parent's inbox takes it: (parent id, params)."""
-        if method != "session/update" or not self._parents or type(params) is not dict:
+        if method != "session/update" or not self._children or type(params) is not dict:
             return None
         child = params.get("sessionId")
-        parent = self._parents.get(child) if isinstance(child, str) else None
+        known = self._children.get(child) if isinstance(child, str) else None
         update = params.get("update")
-        if parent is None or not isinstance(child, str) or not isinstance(update, dict):
+        if known is None or not isinstance(child, str) or not isinstance(update, dict):
             return None
+        parent = known.parent_id
         return parent, {"sessionId": parent, "update": ChildUpdate(child, update)}
 
     def parent_of(self, child_id: str) -> str | None:
-        return self._parents.get(child_id)
+        known = self._children.get(child_id)
+        return known.parent_id if known is not None else None
+
+    def get(self, child_id: str) -> SubagentRoute | None:
+        return self._children.get(child_id)

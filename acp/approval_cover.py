@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +115,12 @@ class ClientAction:
     path: str
     relative: str
     tool: ToolCall
+    subagent: str = ""  # the title of the turn's subagent that asked ("": the agent itself)
 
     def unasked_request(self, session_id: str) -> PendingPermission:
         """The permission Switchboard asks itself, the way an agent's request is asked."""
-        return PendingPermission(PermissionRequest(session_id, self.tool, _OPTIONS), unasked=True)
+        request = PermissionRequest(session_id, self.tool, _OPTIONS, self.subagent)
+        return PendingPermission(request, unasked=True)
 
 
 def _strings(value: Any) -> list[str]:
@@ -289,9 +291,7 @@ class TurnApprovals:
         self.suspects.pop(request.tool.tool_call_id, None)
         earlier = self.tools.get(request.tool.tool_call_id)
         if earlier is not None:
-            pending.request = PermissionRequest(
-                request.session_id, earlier.merged(request.tool), request.options
-            )
+            pending.request = replace(request, tool=earlier.merged(request.tool))
 
     def answered(self, pending: PendingPermission, answer: str | None) -> bool:
         """Note the answer (a person's, or an automatic one); whether it allowed the tool."""

@@ -208,6 +208,7 @@ class ElicitationRequest:
     url: str = ""
     elicitation_id: str = ""
     tool_call_id: str = ""
+    subagent: str = ""  # the title of the turn's subagent that asks ("": the agent itself)
 
 
 @dataclass(frozen=True, slots=True)

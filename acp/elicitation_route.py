@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from acp.elicitation import (
@@ -32,10 +33,11 @@ class Asker(Protocol):
 
 
 async def answer_elicitation(
-    params: Any, turn_of: Callable[[str], Asker | None], links: OpenLinks
+    params: Any, turn_of: Callable[[str], Asker | None], links: OpenLinks, *, subagent: str = ""
 ) -> RpcReply:
     """The reply to one `elicitation/create`; `turn_of(session_id)` is the session's running
-    turn (None: none runs); a URL elicitation is kept in `links` for its `elicitation/complete`."""
+    turn (None: none runs); a URL elicitation is kept in `links` for its `elicitation/complete`.
+    `subagent`: the title of the turn's subagent that asks (its params name the parent)."""
     try:
         request = read_elicitation(params)
     except ElicitationMalformed as exc:
@@ -48,7 +50,7 @@ async def answer_elicitation(
     if turn is None:
         log.warning("an elicitation outside a prompt turn: answering cancel")
         return RpcReply(result=CANCELLED.wire())
-    pending = PendingElicitation(request)
+    pending = PendingElicitation(replace(request, subagent=subagent) if subagent else request)
     if request.mode == "url":
         links.add(pending)
     try:

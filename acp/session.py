@@ -35,6 +35,7 @@ from acp.steering import (
     SteerOutcome,
     read_outcome,
 )
+from acp.subagent_control import cancel_subagent
 from acp.turn_setup import SessionLine, TurnAgent, TurnHooks
 from acp.types import AcpEvent, ConfigOption, PromptCapabilities, SessionCapabilities, ToolCall
 
@@ -319,6 +320,13 @@ class AcpSession:
         """Ask the agent to stop the running turn (no-op when idle)."""
         if self.turn is not None:
             await self.turn.cancel()
+
+    async def cancel_subagent(self, child_id: str) -> None:
+        """Stop one subagent's current work; the turn goes on (`acp.subagent_control`). Raises
+        `AcpSubagentNotRunning` unless `child_id` is a cancellable subagent of the running turn."""
+        await cancel_subagent(
+            self.client.runtime.handle, self.session_id, self.turn is not None, child_id
+        )
 
     async def set_model(self, model: str) -> None:
         """Switch the model the way this agent describes: its model config option (by the

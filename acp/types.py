@@ -190,6 +190,7 @@ class PermissionRequest:
     session_id: str
     tool: ToolCall
     options: tuple[PermissionOption, ...]
+    subagent: str = ""  # the title of the turn's subagent that asks ("": the agent itself)
 
     def option_of_kind(self, *kinds: str) -> PermissionOption | None:
         for wanted in kinds:

@@ -71,7 +71,8 @@ def _diff_lines(diffs: tuple[FileDiff, ...], budget: int) -> list[str]:
 def approval_prompt(request: PermissionRequest) -> str:
     """What the person approves, bounded to `CARD_CHARS` (see the module's docstring)."""
     tool = request.tool
-    lines = ["The agent wants to use a tool:", f"  {_clip(tool.title or 'a tool')}"]
+    who = f"Subagent {_clip(request.subagent)}" if request.subagent else "The agent"
+    lines = [f"{who} wants to use a tool:", f"  {_clip(tool.title or 'a tool')}"]
     if tool.kind:
         lines[-1] += f" ({tool.kind})"
     described = tool.describe()

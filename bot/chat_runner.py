@@ -26,6 +26,7 @@ from bot.faults import fault_sentence, log_fault, new_turn_id, told_without_stor
 from bot.progress import TICK_INTERVAL as PROGRESS_TICK
 from bot.services import ConversationServices
 from bot.store import LeaseLost
+from bot.subagent_stop import SubagentStops
 from bot.turn import Turn
 from bot.turn_journal import TurnJournal
 from bot.turn_output import LiveOutput
@@ -67,6 +68,7 @@ class ChatRunner:
         self._holds = 0  # commands answering here right now (`held`)
         self.idle_since = time.monotonic()  # when the last turn or command here ended
         self.stop_token = ""  # the running turn's Stop button, where the surface shows one
+        self.subagent_stops = SubagentStops()  # its subagents' own, beside it
         self.tick_interval = PROGRESS_TICK  # how often a quiet turn refreshes its elapsed time
         self.compact_told = 0  # the context threshold last suggested /compact for
 

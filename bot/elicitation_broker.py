@@ -45,10 +45,12 @@ from bot.elicitation_form import (
     DECLINE,
     MAX_TRIES,
     OK,
+    OTHER,
     SKIP,
     VALUE_PREFIX,
     Card,
     button_value,
+    companion,
     field_card,
     typed_action,
     url_card,
@@ -155,11 +157,14 @@ class ElicitationBroker:
         request = form.pending.request
         content: dict[str, Any] = {}
         buttons = form.surface.capabilities.message_buttons
-        for index in range(max(1, len(request.fields))):
+        index = 0
+        while index < max(1, len(request.fields)):
             field_ = request.fields[index] if request.fields else None
             card = field_card(request, index, self._asked(form), buttons=buttons)
             step = await self._card(form, card, field_)
-            if step.action == SKIP or (step.action == OK and field_ is None):
+            # a choice's companion (elicitation_form.py) is asked only when "Other…" was pressed
+            index += 1 if step.action == OTHER or not companion(request.fields, index + 1) else 2
+            if step.action in (SKIP, OTHER) or (step.action == OK and field_ is None):
                 continue
             if step.action:
                 return self._ending(form, step.action)
@@ -207,12 +212,13 @@ class ElicitationBroker:
                     title = field_.title or field_.name
                     await self.cards.retell(form, f"{title} is required: answer it, or decline.")
                     continue
-                if action in (SKIP, DECLINE, CANCEL, OK):
+                if action in (SKIP, DECLINE, CANCEL, OK, OTHER):
                     outcome = {
                         SKIP: "Skipped",
                         DECLINE: "Declined",
                         CANCEL: "Cancelled",
                         OK: "Sent",
+                        OTHER: f"{self._label(card, OTHER)} chosen",
                     }[action] + f" by {who}."
                     return _Step(action)
                 if got.text is None and got.value.startswith(VALUE_PREFIX):
@@ -237,7 +243,7 @@ class ElicitationBroker:
                 outcome = f"Answered by {who}."
                 return _Step(value=value)
         finally:
-            form.wants_text = False
+            self.cards.stop_text(form)
             had_card = form.card is not None
             with anyio.CancelScope(shield=True):
                 await self.cards.close(form, outcome)

@@ -3,7 +3,13 @@ as a choice whose buttons carry one-time tokens kept in the store with the appro
 prompt for a typed answer (`surfaces.abilities.AsksForText` where the surface has it, else the
 card or a message), closed with what happened; and what arrives for it, waited for until the
 timeout, the request's answer from elsewhere (a stopped turn, withdrawn by the agent) or, for a
-URL question, the agent saying it is complete."""
+URL question, the agent saying it is complete.
+
+A card whose link button the platform refuses (a `SendFailed` that is not transient, for a card
+with a link: Telegram answers BUTTON_URL_INVALID for localhost, a bare IP or an internal host) is
+posted again without the link button and with the url in its text, plain, so the question is
+still asked and the person can copy the link; any surface, decided here rather than in each
+adapter."""
 
 from __future__ import annotations
 
@@ -20,14 +26,16 @@ from acp import ElicitationField, PendingElicitation
 from bot.access import AccessPolicy
 from bot.elicitation_form import Card
 from bot.store import ApprovalRecord, StateStore, StoreError
-from surfaces.abilities import AsksForText
+from surfaces.abilities import AsksForText, WithdrawsTextAsk
 from surfaces.base import Choice, ConversationKey, MessageRef, Surface, UserRef
+from surfaces.errors import SendFailed
 
 __all__ = ["ELICIT_TOKEN_PREFIX", "Input", "OpenQuestion", "QuestionCards", "Say"]
 
 log = logging.getLogger(__name__)
 
 ELICIT_TOKEN_PREFIX = "elicit:"  # a question's button tokens (approval tokens have no prefix)
+LINK_AS_TEXT = "The link: "  # before the url, on a card whose link button the platform refused
 
 Say = Callable[[Surface, ConversationKey, str], Awaitable[None]]
 
@@ -109,9 +117,21 @@ class QuestionCards:
         self.holder.update(dict.fromkeys(offers, form))
         choices = [Choice(token, o.label, o.style) for token, o in offers.items()]
         allowed = sorted({requester, *self.access.approvers(form.surface.name)})
-        form.card = await form.surface.ask_choice(
-            form.key, card.text, [*([link] if link else []), *choices], allowed_users=allowed
-        )
+        try:
+            form.card = await form.surface.ask_choice(
+                form.key, card.text, [*([link] if link else []), *choices], allowed_users=allowed
+            )
+        except SendFailed as exc:
+            if link is None or exc.transient:
+                raise
+            # The platform refused the card, most likely its link (Telegram will not link
+            # localhost, a bare IP or an internal host): the card goes without it, the link in
+            # its text for the person to copy.
+            log.info("%s refused a question's card with a link; shown as text", form.key)
+            form.card_text = f"{card.text}\n{LINK_AS_TEXT}{link.url}"
+            form.card = await form.surface.ask_choice(
+                form.key, form.card_text, choices, allowed_users=allowed
+            )
         try:
             await self.store.approval_shown(group, form.card.id)
         except StoreError as exc:  # only a crash from now on would leave the card open
@@ -130,6 +150,14 @@ class QuestionCards:
                 await form.surface.ask_text(form.key, prompt, user=form.requester)
             return
         await self.retell(form, card.text)
+
+    def stop_text(self, form: OpenQuestion) -> None:
+        """The card on show is done with: a surface that awaits the person's next message
+        (Slack, Discord; asked for the answer or told by `retell`) forgets it, so a later plain
+        message stays theirs."""
+        if isinstance(form.surface, WithdrawsTextAsk):
+            form.surface.withdraw_text_ask(form.key, user=form.requester)
+        form.wants_text = False
 
     async def retell(self, form: OpenQuestion, text: str) -> None:
         """A line for the person answering, as the next message's prompt where the surface

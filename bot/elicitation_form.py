@@ -6,7 +6,14 @@ message heads every card (whole on the first, one line on the next ones), with w
 wanted. A single choice and a boolean are buttons (a numbered menu on the terminal); any other
 field (text, a number, several choices) is the person's next message. Every card offers
 Decline and Cancel, and Skip for an optional field; typed, a reply that is only "skip",
-"decline" or "cancel" does the same (the terminal has no buttons beside a typed answer). A URL
+"decline" or "cancel" does the same (the terminal has no buttons beside a typed answer).
+
+An optional free-text field that directly follows an optional single choice shown as buttons is
+that choice's companion (claude's AskUserQuestion sends each question so: the pick and an
+"Other" box): it has no card of its own unless asked for. The choice's card offers it as one more
+button, "Other…" (the field's title), so one tap answers the question: an option picked leaves
+the companion out, "Other…" leaves the choice out and asks for the text next, Skip leaves both
+out. A companion is not counted in "1 of 3". A URL
 question is one card: the message, who must open the link, the link as a button, and Done /
 Decline / Cancel.
 
@@ -16,6 +23,7 @@ looked up here, from the card it was offered on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,11 +35,13 @@ __all__ = [
     "DECLINE",
     "MAX_TRIES",
     "OK",
+    "OTHER",
     "SKIP",
     "VALUE_PREFIX",
     "Card",
     "Offer",
     "button_value",
+    "companion",
     "field_card",
     "typed_action",
     "url_card",
@@ -40,6 +50,7 @@ __all__ = [
 
 OK = "ok"  # a form without fields sent as it is; a URL opened ("Done")
 SKIP = "skip"
+OTHER = "other"  # a choice's companion text field asked for instead of an option
 DECLINE = "decline"
 CANCEL = "cancel"
 VALUE_PREFIX = "v:"  # v:<index> of a choice; v:true / v:false for a boolean
@@ -99,7 +110,8 @@ def url_host(url: str) -> str:
 
 def _heading(request: ElicitationRequest, asked: str, first: bool) -> list[str]:
     message = request.message.strip()
-    lines = [f"The agent asks {asked}:"]
+    who = f"Subagent {_one_line(request.subagent, HEADLINE_MAX)}" if request.subagent else ""
+    lines = [f"{who or 'The agent'} asks {asked}:"]
     if message:
         lines.append(_clipped(message, MESSAGE_MAX) if first else _one_line(message, HEADLINE_MAX))
     return lines
@@ -141,6 +153,34 @@ def _typed_words(field: ElicitationField | None) -> str:
     return f'(Or reply {skip}"decline" to refuse, "cancel" to dismiss the question.)'
 
 
+def _buttoned_choice(field: ElicitationField) -> bool:
+    return field.kind == "choice" and 0 < len(field.choices) <= BUTTONS_MAX
+
+
+def companion(fields: Sequence[ElicitationField], index: int) -> bool:
+    """Field `index` is the companion of the choice before it (see the module's doc): optional
+    free text right after an optional single choice shown as buttons."""
+    if not 0 < index < len(fields):
+        return False
+    before, field = fields[index - 1], fields[index]
+    return (
+        _buttoned_choice(before)
+        and not before.required
+        and field.kind == "string"
+        and not field.required
+    )
+
+
+def _numbering(fields: Sequence[ElicitationField], index: int) -> str:
+    """ "Question 2 of 3: " for field `index`, companions not counted (one shares its choice's
+    number); "" for a form of one question."""
+    shown = [n for n in range(len(fields)) if not companion(fields, n)]
+    if len(shown) < 2:
+        return ""
+    number = sum(1 for n in shown if n <= index)
+    return f"Question {number} of {len(shown)}: "
+
+
 def field_card(
     request: ElicitationRequest,
     index: int,
@@ -158,7 +198,7 @@ def field_card(
         send = Offer(OK, "Send", "primary")
         return Card("\n".join(text), (send, *_closing(None)), wants_text=False)
     field = fields[index]
-    count = f"Question {index + 1} of {len(fields)}: " if len(fields) > 1 else ""
+    count = _numbering(fields, index)
     required = "" if field.required else " (optional)"
     text.append(f"{count}{_one_line(field.title or field.name, HEADLINE_MAX)}{required}")
     if field.description:
@@ -167,11 +207,14 @@ def field_card(
     if field.kind == "boolean":
         offers = tuple(Offer(value, label, "primary") for value, label in _BOOLEAN_LABELS)
         return Card("\n".join(text), (*offers, *_closing(field)), wants_text=False)
-    if field.kind == "choice" and 0 < len(field.choices) <= BUTTONS_MAX:
+    if _buttoned_choice(field):
         offers = tuple(
             Offer(f"{VALUE_PREFIX}{n}", _one_line(label, 60), "primary")
             for n, (_, label) in enumerate(field.choices)
         )
+        if companion(fields, index + 1):
+            other = fields[index + 1]
+            offers += (Offer(OTHER, _one_line(other.title or other.name, 58) + "…"),)
         return Card("\n".join(text), (*offers, *_closing(field)), wants_text=False)
     text.extend(_hint(field, buttons))
     if not buttons:

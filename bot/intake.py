@@ -4,12 +4,12 @@ In order: access (strangers get nothing, and are audited once an hour: `Stranger
 de-duplication (`StateStore.claim_event`; a relayed event was claimed by the replica that
 received it), routing (`ConversationRouting.take`: served here, or handed to the replica serving
 the conversation; a relayed message's files are taken up again, bot/relayed_files.py), then
-dispatch: a Stop button to `/stop`, a project button to its handler, a queued message's Steer
-now / Stop and send to bot/busy_commands.py, a question's button to the elicitation broker, any
-other button to the approval broker, a command row to its handler, the answer to the agent's
-question that waits for typed text to that question (bot/elicitation_broker.py), everything else
-to the conversation's runner as prompt text. A fault of ours fails that event only, told in one
-sentence to whoever may chat."""
+dispatch: a Stop button to `/stop`, a subagent's Stop to bot/subagent_stop.py, a project button
+to its handler, a queued message's Steer now / Stop and send to bot/busy_commands.py, a
+question's button to the elicitation broker, any other button to the approval broker, a command
+row to its handler, the answer to the agent's question that waits for typed text to that question
+(bot/elicitation_broker.py), everything else to the conversation's runner as prompt text. A fault
+of ours fails that event only, told in one sentence to whoever may chat."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from bot.project_commands import PROJECT_TOKEN_PREFIX, project_pressed
 from bot.relayed_files import files_left, reattach
 from bot.routing import ConversationRouting
 from bot.store import StateStore
+from bot.subagent_stop import SUBSTOP_TOKEN_PREFIX, subagent_stop_pressed
 from bot.turn import STOP_TOKEN_PREFIX
 from config import Settings
 from surfaces.abilities import RebuildsFiles
@@ -160,6 +161,15 @@ class Intake:
     async def _pressed(self, surface: Surface, runner: ChatRunner, press: ChoiceAnswer) -> None:
         if press.token.startswith(STOP_TOKEN_PREFIX):
             await self._stop_pressed(surface, press)
+        elif press.token.startswith(SUBSTOP_TOKEN_PREFIX):
+
+            async def tell(press: ChoiceAnswer, text: str) -> None:
+                await self._tell_presser(surface, press, text)
+
+            here = self._conversations.get(press.key)
+            await subagent_stop_pressed(
+                press, here, self._conversations, self._approvals, self._access, self._audit, tell
+            )
         elif press.token.startswith(PROJECT_TOKEN_PREFIX):
             with runner.held():
                 await project_pressed(runner, press)

@@ -43,6 +43,7 @@ from bot.notices import (
 from bot.outbound_files import deliver_files, reply_as_file
 from bot.permissions import audit_violation
 from bot.services import ConversationServices
+from bot.subagent_stop import SubagentStops
 from bot.turn_journal import TurnJournal
 from bot.turn_output import LiveOutput
 from config import ConfigError, valid_text
@@ -68,6 +69,7 @@ class TurnHost(Protocol):
     last_requester: UserRef | None  # set: whose message started this turn
     turn_started: float  # set when the turn starts answering
     stop_token: str  # set while the live reply carries a Stop button
+    subagent_stops: SubagentStops  # its subagents' Stop buttons beside it
     compact_told: int  # the context threshold last suggested /compact for
 
     @property
@@ -225,11 +227,13 @@ class Turn:
         caps = host.surface.capabilities
         if caps.message_buttons and caps.can_edit:
             host.stop_token = f"{STOP_TOKEN_PREFIX}{uuid.uuid4().hex}"
-            output.reply.set_buttons([Choice(host.stop_token, "Stop", "danger")])
+            host.subagent_stops.start(output.reply, Choice(host.stop_token, "Stop", "danger"))
+            output.subagent_stops = host.subagent_stops
 
     def _end_live(self, output: LiveOutput) -> None:
         output.stop_live()
         self.host.stop_token = ""  # a press from now on finds the turn over
+        self.host.subagent_stops.end()
 
     # ---- the final -------------------------------------------------------------------------
 

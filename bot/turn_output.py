@@ -24,6 +24,7 @@ from acp import (
 from bot.progress import TurnProgress
 from bot.reply import ReplyStream
 from bot.services import ConversationServices
+from bot.subagent_stop import SubagentStops
 from surfaces.base import ConversationKey, Surface, UserRef
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class LiveOutput:
         # replaces them), never a string grown by `+=`, which copies all of it for every chunk.
         self._parts: list[str] = []
         self.progress = TurnProgress()
+        self.subagent_stops: SubagentStops | None = None  # set where the reply shows buttons
         self.files: list[AgentFile] = []
         self.started = time.monotonic()
         self._next_join = 0.0  # the stream may be handed the text again from then on
@@ -143,6 +145,8 @@ class LiveOutput:
             return
         if self.progress.on_event(event):
             self.show_progress()
+        if event.kind is EventKind.SUBAGENT and self.subagent_stops is not None:
+            self.subagent_stops.show(self.progress.subagents.values())
 
     async def on_permission(self, pending: PendingPermission) -> str | None:
         answer = await self.services.approvals.ask(self.surface, self.key, self.requester, pending)

@@ -16,8 +16,12 @@ declares nothing else. The bot resolves every running surface's abilities once, 
 - `AsksForText` (`ask_text(key, prompt, user=...)`): a question whose answer is the person's
   next message, posted so that the platform invites it (Telegram's force reply, the terminal's
   answer prompt). The answer arrives as an ordinary `Inbound`; the bot decides it is the answer.
-  Elsewhere (Slack, Discord, the dashboard, where a plain post is all there is) the bot `send`s
-  the prompt.
+  Slack and Discord mention the person and take their next message in that conversation
+  without a mention (`surfaces.awaited_replies`). Elsewhere (the dashboard, where every message
+  reaches the bot) the bot `send`s the prompt;
+- `WithdrawsTextAsk` (`withdraw_text_ask(key, user=...)`): the answer `ask_text` awaited is no
+  longer wanted (the card was answered by a button, timed out, was stopped), so a later plain
+  message is not taken for the bot (Slack, Discord).
 
 How a surface counts for readiness (`SurfaceAbilities.connected`): one that reports its
 connection is connected when it says so; one that serves its pages on the bot's HTTP server and
@@ -44,6 +48,7 @@ __all__ = [
     "ShowsOperations",
     "SurfaceAbilities",
     "TakesLeases",
+    "WithdrawsTextAsk",
 ]
 
 OpsSnapshot = Callable[[], Awaitable[dict[str, Any]]]
@@ -86,6 +91,13 @@ class AsksForText(Protocol):
     async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
         """Post `prompt` so that `user`'s next message in `key` is the answer, as naturally as
         the platform allows; returns the posted message."""
+        ...
+
+
+@runtime_checkable
+class WithdrawsTextAsk(Protocol):
+    def withdraw_text_ask(self, key: ConversationKey, *, user: UserRef) -> None:
+        """`user`'s next message in `key` is no longer awaited (nothing is posted)."""
         ...
 
 

@@ -102,7 +102,7 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         turn = surface.post(surface.message("alice", script(PROFILE)))
         first = await card(surface, 1)
         assert first.text.startswith("The agent asks Alice (or an approver):\nTell me about you")
-        assert "Question 1 of 5: Your name" in first.text
+        assert "Question 1 of 4: Your name" in first.text  # the note is the colour's companion
         assert [c.label for c in first.choices] == ["Decline", "Cancel"]  # required: no Skip
         assert sorted(first.allowed_users) == ["alice", "carol"]
         waiting = "waiting for your answer"
@@ -112,7 +112,7 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         await finished(surface.post(surface.message("alice", "Ann")))
 
         second = await card(surface, 2)
-        assert "Question 2 of 5: Age" in second.text and "from 0 to 150" in second.text
+        assert "Question 2 of 4: Age" in second.text and "from 0 to 150" in second.text
         for typed in ("old enough", "200"):
             await finished(surface.post(surface.message("alice", typed)))
         await wait_for(lambda: len(surface.asked()) == 4, "two retold questions")
@@ -124,10 +124,11 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         assert [c.label for c in third.choices] == ["Yes", "No", "Skip", "Decline", "Cancel"]
         await finished(surface.post(surface.press("alice", token(third, "Yes"))))
         fourth = await card(surface, 4)
-        assert [c.label for c in fourth.choices][:2] == ["red", "green"]
+        assert "Question 4 of 4: Colour (optional)" in fourth.text
+        labels = [c.label for c in fourth.choices]
+        assert labels == ["red", "green", "Note…", "Skip", "Decline", "Cancel"]
+        # one tap: the optional note after the choice is offered on its card, not asked after
         await finished(surface.post(surface.press("alice", token(fourth, "green"))))
-        fifth = await card(surface, 5)
-        await finished(surface.post(surface.message("alice", "skip")))  # typed, optional
         await finished(turn)
         records = [r.as_json() for r in await app.store.audit_since(0)]
 
@@ -135,14 +136,13 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         "action": "accept",
         "content": {"name": "Ann", "age": 42, "subscribe": True, "color": "green"},
     }
-    assert "Question 5 of 5: Note (optional)" in fifth.text
     assert surface.closed() == [
         "Answered by Alice.",
         "Answered by Alice.",
         "Answered by Alice: Yes",
         "Answered by Alice: green",
-        "Skipped by Alice.",
     ]
+    assert len(surface.choices()) == 4
     assert fake_agent.prompt_texts() == [script(PROFILE)]  # the answers were not prompts
     assert "waiting for your answer" not in list(surface.shown().values())[-1]
     (record,) = [r for r in records if r["kind"] == "elicitation"]
@@ -154,6 +154,75 @@ async def test_a_form_is_asked_field_by_field_and_answered_accept_with_every_val
         "outcome": "accept",
     }
     assert "Ann" not in json.dumps(records) and "42" not in json.dumps(records)
+
+
+ASK = form_step(  # claude-agent-acp's AskUserQuestion: nothing required, "Other" after the pick
+    "Which colour?",
+    {
+        "question_0": {
+            "type": "string",
+            "title": "Colour",
+            "oneOf": [{"const": "Blue", "title": "Blue"}, {"const": "Red", "title": "Red"}],
+        },
+        "question_0_custom": {"type": "string", "title": "Other", "description": "Your own"},
+    },
+)
+
+
+async def test_claudes_ask_user_question_is_answered_by_one_tap(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = AskingSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", script(ASK)))
+        first = await card(surface, 1)
+        await finished(surface.post(surface.press("alice", token(first, "Red"))))
+        await finished(turn)
+    assert answered(surface) == {"action": "accept", "content": {"question_0": "Red"}}
+    assert len(surface.choices()) == 1 and surface.closed() == ["Answered by Alice: Red"]
+    assert surface.asked() == []
+
+
+async def test_other_on_a_choices_card_asks_for_the_text_instead_of_a_pick(
+    tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    surface = AskingSurface()
+    async with running_app(engine_settings(tmp_path, fake_agent), surface):
+        turn = surface.post(surface.message("alice", script(ASK)))
+        first = await card(surface, 1)
+        assert "Question" not in first.text  # one question: the companion is not counted
+        labels = [c.label for c in first.choices]
+        assert labels == ["Blue", "Red", "Other…", "Skip", "Decline", "Cancel"]
+        await finished(surface.post(surface.press("alice", token(first, "Other…"))))
+        second = await card(surface, 2)
+        assert "Other (optional)" in second.text and "Your own" in second.text
+        assert [c.label for c in second.choices] == ["Skip", "Decline", "Cancel"]
+        await wait_for(lambda: surface.asked(), "the prompt for typed text")
+        assert surface.asked() == ["Alice, your answer to “Other”:"]
+        await finished(surface.post(surface.message("alice", "Green stripes")))
+        await finished(turn)
+    assert answered(surface) == {
+        "action": "accept",
+        "content": {"question_0_custom": "Green stripes"},
+    }
+    assert surface.closed() == ["Other… chosen by Alice.", "Answered by Alice."]
+
+
+def test_a_companion_needs_an_optional_choice_shown_as_buttons_right_before_it() -> None:
+    def labels(*fields: ElicitationField) -> list[str]:
+        return [o.label for o in field_card(_request(*fields), 0, "you", buttons=True).offers]
+
+    options = (("a", "A"), ("b", "B"))
+    other = _field("other", "string", required=False)
+    pick = _field("c", "choice", required=False, choices=options)
+    assert labels(pick, other) == ["A", "B", "Other…", "Skip", "Decline", "Cancel"]
+    required_pick = _field("c", "choice", choices=options)
+    assert "Other…" not in labels(required_pick, other)  # it would leave a required field empty
+    card = field_card(_request(required_pick, other), 0, "you", buttons=True)
+    assert "Question 1 of 2: C" in card.text
+    assert "Other…" not in labels(_field("n", "number", required=False), other)
+    required_other = _field("other", "string")
+    assert "Other…" not in labels(pick, required_other)
 
 
 async def test_only_the_requester_or_an_approver_answers_and_a_press_from_elsewhere_is_refused(

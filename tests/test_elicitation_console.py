@@ -134,3 +134,36 @@ def test_ask_cannot_answer_a_question_so_it_is_cancelled_and_said(
     assert "cannot answer" in result.stderr and "Order a shirt" in result.stderr
     reply = json.loads(result.stdout.split("reply:", 1)[1])
     assert reply == {"result": {"action": "cancel"}}
+
+
+ASK_COLOUR = {  # claude-agent-acp's AskUserQuestion: a pick, then an optional "Other" box
+    "request": {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Which colour?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "question_0": {"type": "string", "title": "Colour", "enum": ["Blue", "Red"]},
+                    "question_0_custom": {"type": "string", "title": "Other"},
+                },
+            },
+        },
+    }
+}
+
+
+def test_a_choice_and_its_other_box_are_one_menu_with_other_as_an_entry(
+    cli_env: dict[str, str], tmp_path: Path, fake_agent: FakeAgent
+) -> None:
+    two = script(ASK_COLOUR, ASK_COLOUR)
+    result = chat(cli_env, tmp_path, fake_agent, [two, "2", "3", "Green stripes"])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "  1) Blue\n  2) Red\n  3) Other…\n  4) Skip\n  5) Decline\n  6) Cancel\n" in out
+    assert "Question" not in out  # one question: the Other box is not counted
+    assert elicitation_answers(fake_agent) == [
+        {"action": "accept", "content": {"question_0": "Red"}},  # one choice, nothing more
+        {"action": "accept", "content": {"question_0_custom": "Green stripes"}},
+    ]

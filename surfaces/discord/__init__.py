@@ -19,7 +19,7 @@ def create_surface(settings: Settings) -> DiscordSurface:
     """The bot named by SWITCHBOARD_DISCORD__TOKEN, with the production pacing."""
     from surfaces.discord.adapter import DiscordSurface
 
-    return DiscordSurface(settings.discord)
+    return DiscordSurface(settings.discord, answer_wait=settings.approval_timeout)
 
 
 ENTRY = SurfaceEntry(

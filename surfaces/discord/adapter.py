@@ -7,6 +7,11 @@ live) and `errors.py`, the only code that imports `discord`.
 Conversations: a DM is one; in a guild, a mention in a channel the bot serves opens a thread, and
 the thread is one (`places.py`).
 
+Typed answers (`ask_text`, the `AsksForText` ability): the prompt mentions the person in a
+guild, and their next message in that conversation is taken without a mention
+(`surfaces.awaited_replies`): in a channel the bot answers in (a thread could not be opened) or
+in someone else's thread it would otherwise be dropped, or would open a new thread.
+
 Approvals: buttons whose presses come to `on_interaction` and go to the bot as a `ChoiceAnswer`
 (`interactions.py`); the bot's outcome edits the message, removing the buttons. A message's own
 buttons (the live reply's Stop) are the same kind of component row, pressed the same way; an
@@ -32,6 +37,7 @@ import anyio
 import anyio.abc
 
 from config.settings import DiscordSettings
+from surfaces.awaited_replies import AwaitedReplies
 from surfaces.base import (
     Choice,
     ClusterLeases,
@@ -43,6 +49,7 @@ from surfaces.base import (
     OnEvent,
     OutgoingFile,
     SurfaceCapabilities,
+    UserRef,
 )
 from surfaces.discord.agent_menus import AgentMenus
 from surfaces.discord.connection import Connection
@@ -86,6 +93,7 @@ COMMAND_SYNC_TIMEOUT = 10.0
 MENU_COALESCE = 2.0  # seconds an agent command update waits for the rest of its burst
 CAPTION_CHARS = 500  # a file's caption: a line, not a message
 GLOBAL_RATE = 45.0  # requests a second for the whole bot; Discord's limit is 50
+ANSWER_WAIT = 300.0  # a typed answer awaited (the bot's approval timeout: `create_surface`)
 
 
 class DiscordSurface:
@@ -100,6 +108,7 @@ class DiscordSurface:
         guild_ready_timeout: float = 2.0,
         global_rate: float = GLOBAL_RATE,
         menu_coalesce: float = MENU_COALESCE,
+        answer_wait: float = ANSWER_WAIT,
     ) -> None:
         self.settings = settings
         self.capabilities = SurfaceCapabilities(
@@ -122,6 +131,7 @@ class DiscordSurface:
             spending=self._spending,
             interactions=self._interactions,
             menus=self._menus,
+            awaited=AwaitedReplies(answer_wait),
         )
         self._connection = Connection(
             settings,
@@ -276,6 +286,23 @@ class DiscordSurface:
         )
         self._inbox.choices[message.id] = OpenChoice(key, frozenset(allowed_users))
         return MessageRef(key, str(message.id))
+
+    async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
+        """The prompt, mentioning `user` in a guild (their mention alone is allowed), and their
+        next message here awaited, mention or not (see the module's doc)."""
+        content = fit(plain(prompt))
+        mentions = NO_MENTIONS
+        if key.chat in self._inbox.guilds and user.id.isdigit():
+            content = fit(f"<@{user.id}> {content}")
+            mentions = discord.AllowedMentions(users=[discord.Object(int(user.id))])
+        self._inbox.awaited.expect(key, user.id)  # before: an answer may beat the post's reply
+        channel = self._messageable(key)
+        await self._spending.new_message()
+        message = await REST.call(channel.send(content, allowed_mentions=mentions))
+        return MessageRef(key, str(message.id))
+
+    def withdraw_text_ask(self, key: ConversationKey, *, user: UserRef) -> None:
+        self._inbox.awaited.take(key, user.id)
 
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         self._inbox.choices.pop(int(ref.id), None)  # no more presses to check

@@ -2,7 +2,9 @@
 `places.py`), slash commands (deferred at once, answered by followups) and button presses
 (`interactions.py`), turned into the bot's `Inbound` / `ChoiceAnswer`. People not on the
 allowlists get no thread (the bot drops their message, logging them once) and no interaction
-answer: strangers get silence.
+answer: strangers get silence. A message the bot awaits (`awaited`: a typed answer the surface
+asked this person for in this conversation, `surfaces.awaited_replies`) is taken there as it
+is, though it mentions nobody or would open a thread.
 
 Order: events of one conversation are handed to the bot one at a time, in arrival order, each
 conversation in its own lane (`surfaces.lanes`); a slash command waits in its lane until it is
@@ -20,6 +22,7 @@ import anyio.abc
 import yarl
 
 from config.settings import DiscordSettings
+from surfaces.awaited_replies import AwaitedReplies
 from surfaces.base import ChoiceAnswer, ConversationKey, Inbound, IncomingFile, OnEvent, UserRef
 from surfaces.bounded import BoundedMap
 from surfaces.discord.agent_menus import AgentMenus
@@ -78,8 +81,10 @@ class Inbox:
         spending: Spending,
         interactions: Interactions,
         menus: AgentMenus,
+        awaited: AwaitedReplies,
     ) -> None:
         self._me = me
+        self.awaited = awaited
         self._spending = spending
         self._interactions = interactions
         self._menus = menus
@@ -127,7 +132,11 @@ class Inbox:
         files = incoming_files(message, self.file_hosts)
         if not text and not files:
             return
-        place = self._places.of_message(message, me, mentioned)
+        here = conversation_key(message.channel.id)
+        if self.awaited.take(here, user.id):
+            place: tuple[ConversationKey, bool] | None = (here, False)
+        else:
+            place = self._places.of_message(message, me, mentioned)
         if place is None:
             return
         key, opens_thread = place

@@ -19,7 +19,7 @@ def create_surface(settings: Settings) -> SlackSurface:
     """The bot named by SWITCHBOARD_SLACK__BOT_TOKEN, with the production pacing and streams."""
     from surfaces.slack.adapter import SlackSurface
 
-    return SlackSurface(settings.slack)
+    return SlackSurface(settings.slack, answer_wait=settings.approval_timeout)
 
 
 ENTRY = SurfaceEntry(

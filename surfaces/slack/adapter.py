@@ -15,7 +15,9 @@ redelivery (`X-Slack-Retry-Num`, Socket Mode `retry_attempt`) collapse into one 
 Where the bot answers: in DMs always (at top level, or in the thread the person wrote in); in
 channels only when mentioned (a top-level mention starts a thread and a conversation) or inside a
 thread the bot is part of (one it started or was mentioned in since it started, or whose parent it
-wrote). Replies always go into the thread.
+wrote). Replies always go into the thread. A typed answer the bot asks for (`ask_text`)
+mentions the person, and their next message in that channel is taken as the answer even without
+a mention, at the channel's top level too (`answers.py`).
 
 Sending: a reply is the `SlackLive` of `open_live` (`live.py`), shown by `streams.py` with native
 streams where it can, else `chat.postMessage` + `chat.update`; `send` and `edit` post and update.
@@ -45,6 +47,7 @@ from slack_sdk.errors import SlackApiError
 
 from config import ConfigError
 from config.settings import SlackSettings
+from surfaces.awaited_replies import AwaitedReplies
 from surfaces.base import (
     Choice,
     ChoiceAnswer,
@@ -63,6 +66,7 @@ from surfaces.bounded import BoundedMap
 from surfaces.errors import SendFailed
 from surfaces.lanes import Lanes
 from surfaces.recovered_faults import RecoveredFaults, tame
+from surfaces.slack.answers import asking_text, awaited_message
 from surfaces.slack.convert import (
     agent_spelling,
     choice_blocks,
@@ -116,6 +120,7 @@ class SlackSurface:
         stream_max_age: float = STREAM_MAX_AGE,
         request_timeout: float = 30.0,
         ping_interval: float = 10.0,
+        answer_wait: float = 300.0,  # a typed answer awaited: the bot's approval timeout
     ) -> None:
         if not settings.app_token and not settings.signing_secret:
             raise ConfigError(
@@ -151,6 +156,7 @@ class SlackSurface:
         self._on_event: OnEvent | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._threads: BoundedMap[tuple[str, str], None] = BoundedMap(THREADS)
+        self._awaited = AwaitedReplies(answer_wait)
         self._home = Home({*settings.allowed_users, *settings.approvers, *settings.admins})
         self.bound_port: int | None = None  # HTTP mode, once listening
 
@@ -267,15 +273,15 @@ class SlackSurface:
         if event.get("type") == "app_home_opened":
             self._open_home(event)
             return
-        message = message_from_event(
-            event,
-            bot_user_id=self._bot_user_id,
-            in_known_thread=self._in_known_thread,
-            team_id=str(body.get("team_id") or self._team_id),
-        )
+        team = str(body.get("team_id") or self._team_id)
+        ids = {"bot_user_id": self._bot_user_id, "team_id": team}
+        message = message_from_event(event, in_known_thread=self._in_known_thread, **ids)
+        if message is None:
+            message = awaited_message(event, self._awaited, surface=NAME, **ids)
         if message is None:
             return
         key = ConversationKey(NAME, message.channel, message.thread)
+        self._awaited.take(key, message.user)  # the first message ends the wait
         if message.thread and not message.is_dm:
             self._threads.remember((message.channel, message.thread), None)
         if message.team:
@@ -410,6 +416,14 @@ class SlackSurface:
             unfurl_media=False,
         )
         return MessageRef(key, str(response["ts"]))
+
+    async def ask_text(self, key: ConversationKey, prompt: str, *, user: UserRef) -> MessageRef:
+        """The prompt, mentioning `user` in a channel; their next message awaited (`answers.py`)."""
+        self._awaited.expect(key, user.id)  # before: an answer may beat the post's reply
+        return await self.send(key, asking_text(key, prompt, user.id), formatted=True)
+
+    def withdraw_text_ask(self, key: ConversationKey, *, user: UserRef) -> None:
+        self._awaited.take(key, user.id)
 
     async def close_choice(self, ref: MessageRef, prompt: str, outcome: str) -> None:
         await self._api.call(

@@ -35,11 +35,14 @@ buttons each have a text and exactly one action, a `url` (http(s) or tg://; else
 `BUTTON_URL_INVALID`) or `callback_data` of 1-64 bytes (else `BUTTON_DATA_INVALID`); a force reply
 (`sendMessage` only) has `force_reply: true`, an optional boolean `selective` and an optional
 `input_field_placeholder` of 1-64 characters. A force reply is kept on the message as sent
-(`Message.reply_markup`) but, as on Telegram, never shown in the message PTB reads back."""
+(`Message.reply_markup`) but, as on Telegram, never shown in the message PTB reads back. With
+`refuse_local_urls`, a url button to a host the real Telegram will not link (localhost, a bare IP
+address, a name without a dot) is refused as it refuses one: 400 `BUTTON_URL_INVALID`."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import json
 import math
@@ -51,6 +54,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from aiohttp import BodyPartReader, ClientSession, web
 
@@ -244,9 +248,11 @@ class FakeBotApi(LoopbackServer):
         token: str = TOKEN,
         rate_interval: float | None = None,
         poll_limit: int = 100,
+        refuse_local_urls: bool = False,
     ) -> None:
         super().__init__()
         self.token = token
+        self.refuse_local_urls = refuse_local_urls
         self.me = {
             "id": BOT_ID,
             "is_bot": True,
@@ -760,6 +766,7 @@ class FakeBotApi(LoopbackServer):
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         chat = self._chat(params)
         check_reply_markup(params.get("reply_markup"), force_reply=True)
+        self._check_url_hosts(params.get("reply_markup"))
         text, markup = self._visible_text(params)
         thread = self._thread(chat, params)
         reply_to = None
@@ -778,6 +785,15 @@ class FakeBotApi(LoopbackServer):
         )
         self.messages[(chat["id"], message.message_id)] = message
         return message.as_dict()
+
+    def _check_url_hosts(self, markup: Any) -> None:
+        """`refuse_local_urls`: a url button Telegram would not link is refused (module doc)."""
+        if not self.refuse_local_urls or not isinstance(markup, dict):
+            return
+        for row in markup.get("inline_keyboard") or []:
+            for button in row:
+                if "url" in button and not linkable_host(str(button["url"])):
+                    raise ApiError(400, "Bad Request: BUTTON_URL_INVALID")
 
     async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
         chat = self._chat(params)
@@ -803,6 +819,7 @@ class FakeBotApi(LoopbackServer):
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         message = self._message(params)
         check_reply_markup(params.get("reply_markup"))
+        self._check_url_hosts(params.get("reply_markup"))
         text, markup = self._visible_text(params)
         reply_markup = params.get("reply_markup") or None
         if (
@@ -921,6 +938,17 @@ _BUTTON_ACTIONS = (
     "pay",
 )
 _UNPARSABLE_MARKUP = "Bad Request: can't parse reply keyboard markup JSON object"
+
+
+def linkable_host(url: str) -> bool:
+    """Whether the real Telegram takes a url button to `url`'s host: not localhost, a bare IP
+    address or a name without a dot (an internal host)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return "." in host and host != "localhost" and not host.endswith(".localhost")
+    return False
 
 
 def check_reply_markup(markup: Any, *, force_reply: bool = False) -> None:
