@@ -93,33 +93,54 @@ def permission_answers(frames: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def test_the_agents_question_is_answered_by_typing_the_options_number(
-    tmp_path, chat_env, mock_model
-):
-    blue = MOCK_ASK_OPTIONS.index("Blue") + 1
-    # The question's form has two fields: the choice, then an optional "Other" text, skipped.
-    result = run_chat(
+def ask_in_chat(tmp_path: Path, env: dict[str, str], *lines: str) -> Any:
+    return run_chat(
         "claude",
         claude_argv(),
         tmp_path / "work",
-        ["SCN_ASK choose a colour", str(blue), "skip"],
-        env=chat_env,
+        ["SCN_ASK choose a colour", *lines],
+        env=env,
         cwd=tmp_path,
         timeout=BOUND,
     )
+
+
+def model_read(mock: MockModelServer) -> str:
+    """The tool result the model got for its AskUserQuestion."""
+    answered = [r for r in mock.filtered(scenario="SCN_ASK") if r.response == "ask_answered"]
+    assert answered, "the answer never reached the model"
+    return answered[0].tool_results[-1]
+
+
+def test_the_agents_question_is_answered_by_typing_the_options_number(
+    tmp_path, chat_env, mock_model
+):
+    # claude's form: the choice and an optional "Other" text, one menu with "Other…" in it
+    result = ask_in_chat(tmp_path, chat_env, str(MOCK_ASK_OPTIONS.index("Blue") + 1))
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert MOCK_ASK_QUESTION in out
     for number, label in enumerate(MOCK_ASK_OPTIONS, 1):
         assert f"  {number}) {label}\n" in out
-    answered = [r for r in mock_model.filtered(scenario="SCN_ASK") if r.response == "ask_answered"]
-    assert answered, "the answer never reached the model"
-    assert f'"{MOCK_ASK_QUESTION}"="Blue"' in answered[0].tool_results[-1]
+    assert f'"{MOCK_ASK_QUESTION}"="Blue"' in model_read(mock_model)
     assert MOCK_ASK_ANSWERED in out and '="Blue"' in out.split(MOCK_ASK_ANSWERED, 1)[1]
     frames = sent_frames(result.stderr)
-    assert prompts(frames) == ["SCN_ASK choose a colour"]  # the answers were not prompts
+    assert prompts(frames) == ["SCN_ASK choose a colour"]  # the answer was not a prompt
     answers = [f["result"] for f in frames if "method" not in f and "action" in f.get("result", {})]
     assert answers == [{"action": "accept", "content": {"question_0": "Blue"}}]
+
+
+def test_other_then_a_typed_answer_reaches_the_model(tmp_path, chat_env, mock_model):
+    typed = "Green with white stripes"
+    other = str(len(MOCK_ASK_OPTIONS) + 1)  # "Other…" right after the options
+    result = ask_in_chat(tmp_path, chat_env, other, typed)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"  {other}) Other…\n" in result.stdout
+    assert f'"{MOCK_ASK_QUESTION}"="{typed}"' in model_read(mock_model)
+    frames = sent_frames(result.stderr)
+    assert prompts(frames) == ["SCN_ASK choose a colour"]
+    answers = [f["result"] for f in frames if "method" not in f and "action" in f.get("result", {})]
+    assert answers == [{"action": "accept", "content": {"question_0_custom": typed}}]
 
 
 def test_allow_always_is_remembered_for_the_next_identical_command(tmp_path, chat_env, mock_model):

@@ -214,12 +214,7 @@ async def test_the_agents_question_is_answered_by_pressing_an_options_button(
         assert [label for label in _buttons(card) if label in MOCK_ASK_OPTIONS] == list(
             MOCK_ASK_OPTIONS
         )
-        dm.press(card, lambda label: label == "Blue")
-        # the form's second field, an optional "Other" text: skipped
-        other = await dm.with_buttons(
-            lambda b: "Skip" in b and "Blue" not in b, "the optional Other field"
-        )
-        dm.press(other, lambda label: label == "Skip")
+        dm.press(card, lambda label: label == "Blue")  # one tap answers claude's question
         await dm.shows(MOCK_ASK_ANSWERED, "the model's reply to the answer")
     answered = [r for r in mock_model.filtered(scenario="SCN_ASK") if r.response == "ask_answered"]
     assert answered, "the answer never reached the model"
@@ -229,6 +224,31 @@ async def test_the_agents_question_is_answered_by_pressing_an_options_button(
     assert _prompts(frames) == ["SCN_ASK choose a colour"]
     answers = [f["result"] for f in frames if "method" not in f and "action" in f.get("result", {})]
     assert answers == [{"action": "accept", "content": {"question_0": "Blue"}}]
+
+
+async def test_other_then_a_typed_reply_answers_the_agents_question(
+    tmp_path: Path, cli_env: dict[str, str], mock_model: MockModelServer, api: FakeBotApi
+) -> None:
+    typed = "Green with white stripes"
+    dm = _Dm(api)
+    async with _running(tmp_path, _env(tmp_path, cli_env, mock_model, api), api):
+        dm.send("SCN_ASK choose a colour")
+        card = await dm.with_buttons(lambda b: "Other…" in b, "the question's Other… button")
+        dm.press(card, lambda label: label == "Other…")
+
+        def asked() -> bool:  # Telegram asks for the text with a force reply
+            return any((m.reply_markup or {}).get("force_reply") for m in dm.messages())
+
+        await wait_for(asked, "the question for the typed answer", TURN)
+        dm.send(typed)  # the next message from the person who asked is the answer
+        await dm.shows(MOCK_ASK_ANSWERED, "the model's reply to the answer")
+    answered = [r for r in mock_model.filtered(scenario="SCN_ASK") if r.response == "ask_answered"]
+    assert answered, "the answer never reached the model"
+    assert f'"{MOCK_ASK_QUESTION}"="{typed}"' in answered[0].tool_results[-1]
+    frames = _sent_frames(tmp_path)
+    assert _prompts(frames) == ["SCN_ASK choose a colour"]  # the typed answer was not a prompt
+    answers = [f["result"] for f in frames if "method" not in f and "action" in f.get("result", {})]
+    assert answers == [{"action": "accept", "content": {"question_0_custom": typed}}]
 
 
 async def test_allow_always_is_remembered_for_the_next_identical_command(
