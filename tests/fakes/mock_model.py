@@ -127,7 +127,8 @@ SCENARIOS: dict[str, str] = {
     "SCN_TOOL": "one tool call (anthropic Bash / openai exec_command require_escalated), then text",
     "SCN_SLOW": "text streamed slowly (one delta per slow_interval for slow_duration seconds)",
     "SCN_STEER": "anthropic: as SCN_SLOW until a request carries user text after the marker's "
-    "(a steer injected into the turn), then text MOCK_STEER_SEEN + those texts joined by ' | '",
+    "while the slow reply was cut short (a steer injected into the running turn), then text "
+    "MOCK_STEER_SEEN + those texts joined by ' | '; a prompt after a finished reply streams slowly",
     "SCN_ASK": "anthropic: tool_use AskUserQuestion (MOCK_ASK_INPUT: one question, options "
     "MOCK_ASK_OPTIONS), then text MOCK_ASK_ANSWERED + the tool_result's text; "
     "MOCK_ASK_UNAVAILABLE when the tool is not offered",
@@ -468,20 +469,22 @@ class MockModelServer:
 
 
 def _anthropic_events(body: dict) -> list[tuple[str, str]]:
-    """Flatten an Anthropic conversation to [("user_text", text) | ("tool_result", "")]."""
+    """Flatten an Anthropic conversation to [("user_text" | "tool_result" | "assistant_text",
+    text)]."""
     events: list[tuple[str, str]] = []
     for msg in body.get("messages") or []:
-        if not isinstance(msg, dict) or msg.get("role") != "user":
+        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
             continue
+        kind = "user_text" if msg["role"] == "user" else "assistant_text"
         content = msg.get("content")
         if isinstance(content, str):
-            events.append(("user_text", content))
+            events.append((kind, content))
             continue
         for block in content or []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                events.append(("user_text", str(block.get("text") or "")))
+                events.append((kind, str(block.get("text") or "")))
             elif block.get("type") == "tool_result":
                 events.append(("tool_result", _anthropic_tool_result_text(block)))
     return events
@@ -552,14 +555,19 @@ _AGENT_OWN_TEXT_PREFIXES = ("<system-reminder>", "[SUGGESTION MODE")
 
 
 def _texts_after_marker(events: list[tuple[str, str]]) -> list[str]:
-    """User texts after the last marker-bearing one: what a steer injected into the turn."""
+    """User texts after the last marker-bearing one, while the reply to it was cut short (never
+    reached MOCK_TEXT): what a steer injected into the running turn. After a finished reply
+    such texts are a later prompt, a turn of its own: none is returned."""
     marker_pos = -1
     for i, (kind, text) in enumerate(events):
         if kind == "user_text" and find_marker([text]) is not None:
             marker_pos = i
+    after = events[marker_pos + 1 :]
+    if any(kind == "assistant_text" and MOCK_TEXT in text for kind, text in after):
+        return []
     return [
         text
-        for kind, text in events[marker_pos + 1 :]
+        for kind, text in after
         if kind == "user_text" and not text.lstrip().startswith(_AGENT_OWN_TEXT_PREFIXES)
     ]
 

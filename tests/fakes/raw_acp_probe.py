@@ -2,11 +2,14 @@
 
 Spawns an agent argv in its own process group, then: initialize → session/new → optional
 ``session/set_config_option {configId:"mode"}`` → one ``session/prompt`` per ``--prompt``.
-Answers every ``session/request_permission`` by optionId or kind (``--permission``), every other
-agent→client request with -32601, and prints every frame received from the agent as one JSON line
-on stdout (``--annotate`` wraps each in ``{"t", "dir", "frame"}`` and adds our sent frames and
-meta lines). Everything is bounded by ``--timeout``; the agent is shut down the way ACP clients
-should (close stdin → wait → SIGTERM group → SIGKILL group) and the EOF exit time is reported.
+Answers every ``session/request_permission`` by optionId or kind (``--permission``), every
+``elicitation/create`` with what the ``elicitation`` callback returns (when ``RawAcpProbe`` is
+given one), every other agent→client request with -32601, and prints every frame received from
+the agent as one JSON line on stdout (``--annotate`` wraps each in ``{"t", "dir", "frame"}`` and
+adds our sent frames and meta lines). ``send_request`` sends a request without waiting (e.g.
+``_session/steering`` while a prompt runs; its answer lands in ``responses``). Everything is
+bounded by ``--timeout``; the agent is shut down the way ACP clients should (close stdin → wait →
+SIGTERM group → SIGKILL group) and the EOF exit time is reported.
 
 Examples::
 
