@@ -42,12 +42,14 @@ from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings
+from tests.test_issue24_dashboard import FORM
 
 INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
 USERS += ["worker"]  # whose turn the operations view's test stops
 USERS += ["presser"]  # who presses Stop slowly while the reply streams fast
 USERS += ["links"]  # who is shown link buttons
+USERS += ["asked"]  # whom the agent asks a question
 ADMIN = "operator"
 TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
@@ -307,6 +309,27 @@ def test_an_approval_is_pressed(page: Page) -> None:
     page.agent_says("permission:allow_once")
     page.until(lambda d: not page.all(hook("approval-option")), "the buttons withdrawn")
     page.shot("answered")
+
+
+def test_a_questions_choice_is_buttons_pressed_and_a_text_field_the_next_message(
+    page: Page,
+) -> None:
+    page.sign_in("asked")
+    page.send(script(FORM))
+    page.until(lambda d: any("Question 1 of 2" in t for t in page.texts("notice")), "the card")
+    options = page.until(lambda d: page.all(hook("approval-option")), "the question's buttons")
+    page.shot("asked")
+    assert [button.text for button in options] == ["PostgreSQL", "SQLite", "Decline", "Cancel"]
+    next(button for button in options if button.text == "SQLite").click()
+    page.until(lambda d: any("Question 2 of 2" in t for t in page.texts("notice")), "card two")
+    page.until(
+        lambda d: [b.text for b in page.all(hook("approval-option"))] == ["Decline", "Cancel"],
+        "the first card's buttons withdrawn",
+    )
+    page.send("It is one file")
+    said = page.agent_says("reply:").text
+    page.shot("answered")
+    assert '"action":"accept"' in said and '"content":{"db":"lite","why":"It is one file"}' in said
 
 
 def test_a_link_button_opens_its_page_in_a_new_tab_and_a_bad_one_never_shows(page: Page) -> None:
