@@ -37,7 +37,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store
-from surfaces.base import Choice, ConversationKey
+from surfaces.base import Choice, ConversationKey, OutgoingFile
 from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from tests.conftest import FakeAgent, script
@@ -50,6 +50,7 @@ USERS += ["worker"]  # whose turn the operations view's test stops
 USERS += ["presser"]  # who presses Stop slowly while the reply streams fast
 USERS += ["links"]  # who is shown link buttons
 USERS += ["asked"]  # whom the agent asks a question
+USERS += ["files"]  # who is sent a file
 ADMIN = "operator"
 TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
@@ -330,6 +331,27 @@ def test_a_questions_choice_is_buttons_pressed_and_a_text_field_the_next_message
     said = page.agent_says("reply:").text
     page.shot("answered")
     assert '"action":"accept"' in said and '"content":{"db":"lite","why":"It is one file"}' in said
+
+
+def test_a_file_the_bot_sends_is_a_link_that_downloads_it(page: Page) -> None:
+    page.sign_in("files")
+    tab = page.one(hook("tab")).get_attribute("data-tab")
+    key = ConversationKey("dashboard", "files", str(tab))
+    patch = OutgoingFile(
+        "a.py.diff", b"--- a/a.py\n+++ b/a.py\n", "text/x-diff", "a.py: +1 \u22121"
+    )
+    served = page.served
+    assert served.portal is not None
+    served.portal.call(partial(served.surface.send_file, key, patch))
+    link = page.agent_says("a.py.diff").find_element(By.CSS_SELECTOR, "a[download]")
+    page.shot("file")
+    assert link.get_attribute("download") == "a.py.diff"
+    fetched = page.driver.execute_async_script(
+        "const done = arguments[1];"
+        "fetch(arguments[0]).then(r => r.text()).then(done, e => done(String(e)));",
+        link.get_attribute("href"),
+    )
+    assert fetched == patch.data.decode()
 
 
 def test_a_link_button_opens_its_page_in_a_new_tab_and_a_bad_one_never_shows(page: Page) -> None:

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from surfaces.base import OutgoingFile
 from surfaces.dashboard.adapter import DashboardSurface
+from surfaces.dashboard.files import FileShelf
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings, running_app, wait_for
 from tests.test_dashboard import (
@@ -263,3 +265,16 @@ async def test_a_subagents_stop_cancels_the_child_and_the_turn_goes_on(
         await press(alice, approval, "Yes")
         await alice.until(lambda f: final(f) and "parent went on" in f["html"], "the final")
     assert cancels(fake_agent) == [CHILD]
+
+
+def test_the_shelf_forgets_its_oldest_files_past_its_bounds() -> None:
+    shelf = FileShelf(max_files=2, max_bytes=10)
+    first = shelf.keep("t1", OutgoingFile("a.diff", b"1234"))
+    second = shelf.keep("t1", OutgoingFile("b.diff", b"5678"))
+    assert shelf.get(first) is not None and shelf.get(second) is not None
+    third = shelf.keep("t2", OutgoingFile("c.diff", b"90"))  # a third file: past the count
+    assert shelf.get(first) is None and shelf.get(second) is not None
+    fourth = shelf.keep("t2", OutgoingFile("d.diff", b"abcdef"))  # 12 bytes: past the bytes
+    assert shelf.get(second) is None and shelf.get(third) is not None
+    assert shelf.get(fourth) is not None and shelf.bytes == 8
+    assert len({first, second, third, fourth}) == 4
