@@ -37,17 +37,20 @@ from selenium.webdriver.support.ui import WebDriverWait
 from bot.access import AccessPolicy
 from bot.app import BotApp
 from bot.store import open_store
-from surfaces.base import Choice, ConversationKey
+from surfaces.base import Choice, ConversationKey, OutgoingFile
 from surfaces.dashboard.adapter import DashboardSurface
 from surfaces.dashboard.auth import COOKIE, digest_of
 from tests.conftest import FakeAgent, script
 from tests.engine_helpers import engine_settings
+from tests.test_issue24_dashboard import FORM
 
 INSTALL = "apt-get install -y --no-install-recommends chromium chromium-driver"
 USERS = ["refused", "stream", "tabs", "approve", "refuse", "xss", "reload", "keys", "phone", "csrf"]
 USERS += ["worker"]  # whose turn the operations view's test stops
 USERS += ["presser"]  # who presses Stop slowly while the reply streams fast
 USERS += ["links"]  # who is shown link buttons
+USERS += ["asked"]  # whom the agent asks a question
+USERS += ["files"]  # who is sent a file
 ADMIN = "operator"
 TOKENS = {user: f"{user}-secret-token" for user in [*USERS, ADMIN]}
 ACCESS: dict[str, Any] = {
@@ -307,6 +310,48 @@ def test_an_approval_is_pressed(page: Page) -> None:
     page.agent_says("permission:allow_once")
     page.until(lambda d: not page.all(hook("approval-option")), "the buttons withdrawn")
     page.shot("answered")
+
+
+def test_a_questions_choice_is_buttons_pressed_and_a_text_field_the_next_message(
+    page: Page,
+) -> None:
+    page.sign_in("asked")
+    page.send(script(FORM))
+    page.until(lambda d: any("Question 1 of 2" in t for t in page.texts("notice")), "the card")
+    options = page.until(lambda d: page.all(hook("approval-option")), "the question's buttons")
+    page.shot("asked")
+    assert [button.text for button in options] == ["PostgreSQL", "SQLite", "Decline", "Cancel"]
+    next(button for button in options if button.text == "SQLite").click()
+    page.until(lambda d: any("Question 2 of 2" in t for t in page.texts("notice")), "card two")
+    page.until(
+        lambda d: [b.text for b in page.all(hook("approval-option"))] == ["Decline", "Cancel"],
+        "the first card's buttons withdrawn",
+    )
+    page.send("It is one file")
+    said = page.agent_says("reply:").text
+    page.shot("answered")
+    assert '"action":"accept"' in said and '"content":{"db":"lite","why":"It is one file"}' in said
+
+
+def test_a_file_the_bot_sends_is_a_link_that_downloads_it(page: Page) -> None:
+    page.sign_in("files")
+    tab = page.one(hook("tab")).get_attribute("data-tab")
+    key = ConversationKey("dashboard", "files", str(tab))
+    patch = OutgoingFile(
+        "a.py.diff", b"--- a/a.py\n+++ b/a.py\n", "text/x-diff", "a.py: +1 \u22121"
+    )
+    served = page.served
+    assert served.portal is not None
+    served.portal.call(partial(served.surface.send_file, key, patch))
+    link = page.agent_says("a.py.diff").find_element(By.CSS_SELECTOR, "a[download]")
+    page.shot("file")
+    assert link.get_attribute("download") == "a.py.diff"
+    fetched = page.driver.execute_async_script(
+        "const done = arguments[1];"
+        "fetch(arguments[0]).then(r => r.text()).then(done, e => done(String(e)));",
+        link.get_attribute("href"),
+    )
+    assert fetched == patch.data.decode()
 
 
 def test_a_link_button_opens_its_page_in_a_new_tab_and_a_bad_one_never_shows(page: Page) -> None:

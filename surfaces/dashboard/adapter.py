@@ -9,8 +9,9 @@ included). What the bot sends is `role: agent`; approvals, withdrawn approvals a
 the presser sees are `role: notice`; what the person typed is `role: user`. A refusal is
 recognised by its lead line and rendered as one card (convert.py).
 
-Files: none in this session, either way (`max_upload_bytes` 0: the bot writes a one-line note
-with the file's path; a person cannot attach files yet)."""
+Files: the bot's files (a `.diff` beside an approval card, the agent's files) are kept in memory
+(files.py) and shown as a `kind: file` message whose link downloads it, for the person who sees
+that conversation only; a person cannot attach files yet."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from html import escape
 from typing import Any
 
 import anyio
@@ -43,6 +45,7 @@ from surfaces.dashboard import page
 from surfaces.dashboard.auth import Session, SessionBook, TokenBook
 from surfaces.dashboard.convert import FrameRefused, parse_frame, plain_html, render
 from surfaces.dashboard.errors import BAD_FRAME, NOT_READY, NOT_YOURS, STALE_BUTTON
+from surfaces.dashboard.files import MAX_FILE_BYTES, FileShelf
 from surfaces.dashboard.page import OpsAct, OpsSnapshot
 from surfaces.dashboard.sign_in_limit import SignInLimiter
 from surfaces.dashboard.sockets import Conversation, Hub, Shown, bound_person, send
@@ -80,7 +83,7 @@ class DashboardSurface:
             min_edit_interval=min_edit_interval,
             can_edit=True,
             message_buttons=True,
-            max_upload_bytes=0,  # files out: not in this version (see the module's doc)
+            max_upload_bytes=MAX_FILE_BYTES,
             agent_menus=True,
         )
         self._settings = settings
@@ -89,6 +92,7 @@ class DashboardSurface:
         self.limiter = SignInLimiter(sign_in_attempts, sign_in_window, clock=clock)
         self._session_sweep = session_sweep  # s between looks for sessions that expired
         self._hub = Hub(settings.admins)
+        self._files = FileShelf()
         self._conversations: BoundedMap[str, Conversation] = BoundedMap(MAX_CONVERSATIONS)
         self._commands: list[dict[str, str]] = []
         self.ops_snapshot: OpsSnapshot | None = None
@@ -269,8 +273,27 @@ class DashboardSurface:
         await self._hub.publish(conversation, shown.frame(conversation, buttons=resend))
 
     async def send_file(self, key: ConversationKey, file: OutgoingFile) -> MessageRef:
-        # never called: max_upload_bytes is 0, so the bot writes a note with the path instead
-        raise FileRefused("The dashboard cannot show files yet", limit=0)
+        if len(file.data) > MAX_FILE_BYTES:
+            raise FileRefused(f"it is larger than {MAX_FILE_BYTES} bytes", limit=MAX_FILE_BYTES)
+        conversation = self._conversation_of(key)
+        url = f"/api/files/{self._files.keep(conversation.tab, file)}"
+        link = f'<a href="{url}" download="{escape(file.name)}">{escape(file.name)}</a>'
+        caption = plain_html(file.caption)
+        shown = Shown(
+            _new_id(), "agent", f'<div class="file">{link}</div>{caption}', kind="file",
+            final=True, file_name=file.name, file_url=url,
+        )  # fmt: skip
+        self._keep(conversation, shown)
+        await self._hub.publish(conversation, shown.frame(conversation))
+        return MessageRef(key, shown.id)
+
+    def file_of(self, user: str, file_id: str) -> OutgoingFile | None:
+        """A kept file, if `user` sees the conversation it was sent to."""
+        kept = self._files.get(file_id)
+        conversation = self._conversations.get(kept.tab) if kept else None
+        if kept is None or conversation is None or not self._hub.sees(user, conversation):
+            return None
+        return kept.file
 
     def open_live(self, key: ConversationKey) -> LiveReply:
         # The kit's: send and edit do not pace, and a reply streams by edits of its message.

@@ -16,7 +16,9 @@ from typing import Any, Protocol
 
 import anyio
 from aiohttp import WSMsgType, web
+from aiohttp.helpers import content_disposition_header
 
+from surfaces.base import OutgoingFile
 from surfaces.dashboard.auth import (
     COOKIE,
     CSRF_HEADER,
@@ -86,6 +88,8 @@ class Site(Protocol):
     def disconnected(self, session: Session, socket: web.WebSocketResponse) -> None: ...
 
     async def received(self, session: Session, data: object) -> None: ...
+
+    def file_of(self, user: str, file_id: str) -> OutgoingFile | None: ...
 
 
 def _static_text(name: str) -> str:
@@ -242,12 +246,29 @@ def mount(app: web.Application, surface: Site) -> None:
             surface.disconnected(session, ws)
         return ws
 
+    async def download(request: web.Request) -> web.Response:
+        """A file the bot sent, to a person who sees its conversation (else 404, as for an id
+        that was never given or is forgotten)."""
+        session = sessions.of(request)
+        if session is None:
+            return _refuse(401, SIGNED_OUT)
+        file = surface.file_of(session.user, request.match_info["id"])
+        if file is None:
+            raise web.HTTPNotFound(headers=_HEADERS)
+        disposition = content_disposition_header("attachment", filename=file.name)
+        return web.Response(
+            body=file.data,
+            content_type="application/octet-stream",  # never rendered by the browser
+            headers={**_HEADERS, "Content-Disposition": disposition},
+        )
+
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", asset)
     app.router.add_get("/api/session", session_probe)
     app.router.add_post("/api/sign-in", sign_in)
     app.router.add_post("/api/sign-out", sign_out)
     app.router.add_get("/ws", socket)
+    app.router.add_get("/api/files/{id}", download)
     app.router.add_get("/api/ops", ops_snapshot)
     app.router.add_post("/api/ops/action", ops_action)
 

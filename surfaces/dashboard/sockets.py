@@ -37,7 +37,7 @@ CLOSE_WAIT = 2.0  # s a closing socket's browser gets to answer before it is cut
 @dataclass(slots=True)
 class Shown:
     """One message as the page shows it. `role`: user | agent | notice; `kind`: message |
-    choice (an approval: buttons are its options)."""
+    choice (an approval: buttons are its options) | file (a link to download it)."""
 
     id: str
     role: str
@@ -45,6 +45,8 @@ class Shown:
     buttons: tuple[Choice, ...] = ()
     kind: str = "message"
     final: bool = False  # rendered in its final form (a live reply's text is plain until then)
+    file_name: str = ""  # kind "file": the file's name and the url it is downloaded from
+    file_url: str = ""
 
     def size(self) -> int:
         """Roughly the bytes it holds: its HTML and its buttons (UTF-8)."""
@@ -65,6 +67,8 @@ class Shown:
             "html": self.html,
             "final": self.final,
         }
+        if self.file_url:
+            frame["name"], frame["url"] = self.file_name, self.file_url
         if buttons:
             frame["buttons"] = [button_frame(b) for b in self.buttons]
         return frame
