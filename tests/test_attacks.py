@@ -105,8 +105,11 @@ async def pending_tokens(run: AttackRun) -> dict[str, dict[str, Any]]:
 
 
 def allow_token(tokens: dict[str, dict[str, Any]]) -> str:
-    (token,) = [t for t, r in tokens.items() if r["option_id"] == "allow_once"]
-    return token
+    """A token that answers allow_once: the agent's own option or the card's Trust button
+    (which answers the agent the same way), either one a real token for the attack."""
+    allowing = [t for t, r in tokens.items() if r["option_id"] == "allow_once"]
+    assert allowing, "the card has no allow_once token"
+    return allowing[0]
 
 
 def names_in(paths: list[str]) -> dict[str, list[str]]:
@@ -299,8 +302,9 @@ async def test_a_press_of_the_real_token_from_another_chat_or_another_user_is_re
         await run.wait_for(lambda: approval_message(run), "the approval to be asked")
         message = approval_message(run)
         assert message is not None
-        token = allow_token(await pending_tokens(run))
-        assert token == button(message, "Yes")  # the store's token is what the button carries
+        token = button(message, "Yes")
+        # the store keeps the token the button carries, as the agent's allow_once
+        assert (await pending_tokens(run))[token]["option_id"] == "allow_once"
         # Alice's own token, pressed "by Alice" on a copy of the approval in Bob's chat
         elsewhere = Message(message.message_id, run.api.private_chat(BOB), message.sender, "x")
         assert await run.post_update(run.api.press(ALICE, elsewhere, token)) == 200

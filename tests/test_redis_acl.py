@@ -66,7 +66,8 @@ async def test_two_replicas_relay_and_answer_an_approval_as_the_acl_user(
     async with running_app(settings_a, here) as a, running_app(settings_b, there):
         turn = here.post(here.message("alice", "SCN_PERMISSION", event_id="u-1"))
         await wait_for(here.choices, "the approval prompt")
-        assert len(await a.store.approvals_pending()) == 3  # what start-up scans for
+        # what start-up scans for: the agent's three options and the Trust button
+        assert len(await a.store.approvals_pending()) == 4
         token = next(c.token for c in here.choices()[0].choices if c.label == "Yes")
         await finished(there.post(there.press("alice", token, event_id="p-1", key=CHAT)))
         await finished(turn)
