@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeAgent, script
+from tests.conftest import FAKE_AGENT, FakeAgent, script
 
 TOKEN = "123456:AAsecret-telegram-token"
 
@@ -162,7 +162,15 @@ def test_the_agent_and_its_terminals_run_as_the_agent_user(cli_env) -> None:  # 
         workspace.mkdir()
         os.chown(workspace, nobody.pw_uid, nobody.pw_gid)
         agent = FakeAgent(workspace / "agent-log.jsonl", workspace / "agent-state")
-        command = agent.command().replace(shlex.quote(sys.executable), python, 1)
+        # a copy the agent's user can read wherever the checkout is (under a 0700 folder, say)
+        script_copy = root / "fake_agent.py"
+        shutil.copyfile(FAKE_AGENT, script_copy)
+        script_copy.chmod(0o644)
+        command = (
+            agent.command()
+            .replace(shlex.quote(sys.executable), python, 1)
+            .replace(shlex.quote(str(FAKE_AGENT)), shlex.quote(str(script_copy)), 1)
+        )
         env = {k: v for k, v in cli_env.items() if k != "SWITCHBOARD_AGENT_SANDBOX"}
         env |= {
             "SWITCHBOARD_WORKSPACE": str(workspace),
