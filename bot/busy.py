@@ -282,6 +282,7 @@ class BusyControl:
         session = host.sessions.current
         if host.live_output is None or session is None or not session.busy:
             return Moved(f"The agent is not answering right now. {GOES_NEXT}")
+        host.services.elicitations.decline_open(host.key)  # as /stop: an open question declined
         await session.cancel()
         log.info("%s: %s stopped the running turn for a waiting message", host.key, by.id)
         return Moved("Stopping the current reply; this message goes to the agent next.")

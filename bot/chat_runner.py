@@ -292,6 +292,7 @@ class ChatRunner:
         session = self.sessions.current
         if not self.running or session is None or not session.busy:
             return False, dropped
+        self.services.elicitations.decline_open(self.key)
         await session.cancel()
         return True, dropped
 

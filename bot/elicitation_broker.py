@@ -299,6 +299,14 @@ class ElicitationBroker:
 
     # ---- what arrives ---------------------------------------------------------------------
 
+    def decline_open(self, key: ConversationKey) -> None:
+        """/stop (and an interrupt) ends the turn: the open question in `key` is answered
+        `decline` before the turn is cancelled, so the agent hears that the person chose not to
+        answer (its card closes as "Stopped." when the answer is in)."""
+        form = self._forms.get(key)
+        if form is not None and not form.pending.answered:
+            form.pending.respond(ElicitationAnswer(ELICITATION_DECLINE, {}))
+
     async def take_text(self, message: Inbound) -> bool:
         """The message answers the question waiting in its conversation for typed text (True),
         when it comes from someone who may answer it; else it is an ordinary message."""

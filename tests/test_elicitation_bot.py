@@ -269,7 +269,7 @@ async def test_no_answer_within_the_approval_timeout_answers_cancel(
     assert record["outcome"] == "timed out, cancelled"
 
 
-async def test_stop_cancels_the_open_question_and_closes_its_card(
+async def test_stop_declines_the_open_question_and_closes_its_card(
     tmp_path: Path, fake_agent: FakeAgent
 ) -> None:
     surface = AskingSurface()
@@ -280,7 +280,8 @@ async def test_stop_cancels_the_open_question_and_closes_its_card(
         await finished(turn)
     assert surface.closed() == ["Stopped."]
     results = [f.get("result") for f in fake_agent.frames_in() if "method" not in f]
-    assert [r for r in results if isinstance(r, dict) and "action" in r] == [{"action": "cancel"}]
+    # the issue: "/stop declines" — the agent hears the person chose not to answer
+    assert [r for r in results if isinstance(r, dict) and "action" in r] == [{"action": "decline"}]
     assert fake_agent.prompt_texts() == [script(PROFILE, {"sleep": 5})]
 
 
